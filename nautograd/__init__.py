@@ -1,0 +1,68 @@
+"""nautograd: PyTorch's autograd engine rebuilt in Python on Numba.
+
+    import nautograd as ng
+    x = ng.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = (x.exp() * x).sum()
+    y.backward()            # x.grad
+"""
+
+from . import _numba_setup  # noqa: F401  (cache directory before any cached module)
+from .graph import _codegen
+
+_codegen.ensure_fresh()
+
+from . import autograd  # noqa: E402  (autograd before tensor: see tensor.py imports)
+from . import nn  # noqa: E402
+from .autograd.grad_mode import (  # noqa: E402
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
+from .creation import (  # noqa: E402
+    arange,
+    as_tensor,
+    empty,
+    empty_like,
+    eye,
+    from_numpy,
+    full,
+    full_like,
+    linspace,
+    manual_seed,
+    ones,
+    ones_like,
+    rand,
+    randint,
+    randn,
+    tensor,
+    zeros,
+    zeros_like,
+)
+from .tensor import (  # noqa: E402
+    FUNCTIONS,
+    Size,
+    Tensor,
+    bool_,
+    float16,
+    float32,
+    float64,
+    int8,
+    int16,
+    int32,
+    int64,
+    uint8,
+)
+
+float = float32  # noqa: A001  (as torch.float)
+double = float64
+long = int64
+int = int32  # noqa: A001
+bool = bool_  # noqa: A001
+half = float16
+
+globals().update(FUNCTIONS)
+
+__version__ = "0.1.0"

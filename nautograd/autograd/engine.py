@@ -1,0 +1,274 @@
+"""backward() and grad(): validate in Python, then hand the tape to the compiled scheduler.
+
+PyTorch's run_backward / Engine::execute (reference/pytorch_autograd.md, 3.2-3.9).
+"""
+
+import numpy as np
+
+from ..graph import scheduler
+from ..graph.tape import ACC, F32, HAS_SAVED, RELEASED, current_tape
+from ..tensor import Tensor, _accumulator, _wrap
+
+_RELEASED_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+def _as_tuple(x):
+    if x is None:
+        return None
+    if isinstance(x, Tensor):
+        return (x,)
+    if isinstance(x, dict):
+        return tuple(x.values())
+    return tuple(x)
+
+
+def _size(shape):
+    return f"torch.Size({list(shape)})"
+
+
+def _make_grads(roots, grads):
+    """The root gradients as arrays of each root's dtype (PyTorch's _make_grads)."""
+    if grads is None:
+        grads = (None,) * len(roots)
+    if len(grads) != len(roots):
+        raise RuntimeError(
+            f"grad can be implicitly created only for scalar outputs"
+            if not grads
+            else f"Mismatch in number of grad_outputs: got {len(grads)} for {len(roots)} outputs"
+        )
+    out = []
+    for i, (t, g) in enumerate(zip(roots, grads, strict=True)):
+        if g is None:
+            if t._data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            out.append(np.ones(1, t._data.dtype))
+            continue
+        a = g._data if isinstance(g, Tensor) else np.asarray(g)
+        if a.shape != t._data.shape:
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{i}] has a shape of {_size(a.shape)} and "
+                f"output[{i}] has a shape of {_size(t._data.shape)}."
+            )
+        out.append(np.asarray(a, dtype=t._data.dtype).reshape(-1))
+    return out
+
+
+def _edge(tape, t):
+    """(node, output_nr) of ``t`` on ``tape``; node -1 when ``t`` never entered the graph."""
+    if t._h >= 0:
+        if t._tape is not tape:
+            raise RuntimeError("backward(): the tensors were recorded on different threads' tapes")
+        return tape.h2node[t._h], t._out
+    if t._acc_tape is tape:
+        return tape.h2node[t._acc_h], 0
+    return -1, 0
+
+
+def _execute(roots, grads, retain_graph, targets):
+    """Run the scheduler. Returns (tape, state, buf_off, G64, G32, target edges)."""
+    for i, t in enumerate(roots):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"backward(): expected Tensors as roots, got {type(t).__name__}")
+        if not t._rg:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+    root_grads = _make_grads(roots, grads)
+    tape = next((t._tape for t in roots if t._h >= 0), None) or current_tape()
+    tape.reserve(len(roots) + 1)
+    root_edges = []
+    for t in roots:
+        if t._h < 0:  # a leaf root: its gradient goes straight to its AccumulateGrad
+            _accumulator(tape, t)
+        root_edges.append(_edge(tape, t))
+    target_edges = [_edge(tape, t) for t in targets] if targets is not None else None
+    n = tape.n
+    root_nodes = np.array([e[0] for e in root_edges], np.int64)
+    if target_edges is None:
+        mode, tnodes = 0, np.zeros(0, np.int64)
+    else:
+        mode = 1
+        tnodes = np.array([e[0] for e in target_edges if e[0] >= 0], np.int64)
+    state, buf_off, G64, G32 = scheduler.prepare(
+        n, root_nodes, tnodes, mode, tape.flags, tape.edge_ptr, tape.edge_node,
+        tape.edge_input_nr, tape.out_ptr, tape.out_numel,
+    )
+    flags, out_ptr = tape.flags, tape.out_ptr
+    for (node, k), g in zip(root_edges, root_grads, strict=True):
+        off = buf_off[out_ptr[node] + k]
+        G = G32 if flags[node] & F32 else G64
+        G[off : off + g.size] += g
+    retain = bool(retain_graph)
+    start = int(root_nodes.max()) if len(root_nodes) else -1
+    skip_py = False
+    hooks = tape.hooks
+    while True:
+        status = scheduler.run(
+            start, retain, state, buf_off, G64, G32, tape.op, flags, tape.edge_ptr,
+            tape.edge_node, tape.edge_input_nr, out_ptr, tape.saved_ptr, tape.saved_off,
+            tape.saved_addr, tape.iparam_ptr, tape.iparams, tape.fparam_ptr, tape.fparams,
+            tape.v64, tape.v32, skip_py,
+        )
+        if status == scheduler.DONE:
+            break
+        if status <= scheduler.ERR_RELEASED:
+            raise RuntimeError(_RELEASED_MSG)
+        # a Python node: run its tensor hooks on its gradient buffers, then run it natively
+        _run_tensor_hooks(tape, hooks.get(status), status, buf_off, G64, G32)
+        start, skip_py = status, True
+    if not retain and tape.heavy:
+        keep = []
+        for node in tape.heavy:
+            if flags[node] & RELEASED:
+                tape.obj[node] = None
+            else:
+                keep.append(node)
+        tape.heavy = keep
+    return tape, state, buf_off, G64, G32, target_edges
+
+
+def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
+    """The gradient buffer of (node, output k) as an array of ``shape``, or None."""
+    if node < 0 or not state[node]:
+        return None
+    off = buf_off[tape.out_ptr[node] + k]
+    G = G32 if tape.flags[node] & F32 else G64
+    return G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+
+
+def _run_tensor_hooks(tape, per_output, node, buf_off, G64, G32):
+    from .hooks import run_hooks
+
+    if not per_output:
+        return
+    for k, (shape, fns) in list(per_output.items()):
+        off = buf_off[tape.out_ptr[node] + k]
+        G = G32 if tape.flags[node] & F32 else G64
+        buf = G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+        buf[...] = run_hooks(fns, buf)
+
+
+def _accumulate(t, g):
+    """AccumulateGrad: store the first gradient as a copy, add later ones in place."""
+    if t._hooks:
+        from .hooks import run_hooks
+
+        g = run_hooks(t._hooks, g)
+    if t._grad is None:
+        t._grad = _wrap(np.array(g, dtype=t._data.dtype, copy=True))
+    else:
+        t._grad._data += g
+        t._grad._bump()
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None,
+             grad_variables=None):
+    """Compute the sum of gradients of ``tensors`` and accumulate them into leaves' ``.grad``.
+
+    As ``torch.autograd.backward``: ``grad_tensors`` default to ones for one-element roots;
+    ``inputs`` restricts which tensors receive ``.grad`` (non-leaf inputs retain their grad).
+    """
+    if create_graph:
+        raise NotImplementedError("backward(create_graph=True) is not supported yet")
+    roots = _as_tuple(tensors)
+    grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
+    if grads is not None:
+        grads = tuple(grads)
+    targets = _as_tuple(inputs)
+    if targets is not None and len(targets) == 0:
+        raise RuntimeError("`inputs` argument to `backward()` cannot be empty.")
+    if retain_graph is None:
+        retain_graph = create_graph
+    if targets is not None:
+        for t in targets:
+            if not t._rg:
+                raise RuntimeError("One of the differentiated Tensors does not require grad")
+    tape, state, buf_off, G64, G32, target_edges = _execute(roots, grads, retain_graph, targets)
+    if targets is None:
+        flags = tape.flags[: tape.n]
+        leaves = np.flatnonzero((state == 1) & ((flags & ACC) != 0))
+        obj = tape.obj
+        for node in leaves.tolist():
+            leaf = obj[node]
+            g = _buffer(tape, state, buf_off, G64, G32, node, 0, leaf._data.shape)
+            if leaf._rg:
+                _accumulate(leaf, g)
+    else:
+        for t, (node, k) in zip(targets, target_edges, strict=True):
+            g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
+            if g is None:
+                continue
+            if t._h >= 0:
+                t.retain_grad()
+            else:
+                _accumulate(t, g)
+    for node, outs in list(tape.retained.items()):
+        if node < len(state) and state[node]:
+            for k, ref in list(outs.items()):
+                t = ref()
+                if t is None:
+                    del outs[k]
+                    continue
+                if targets is not None and not any(t is x for x in targets):
+                    continue
+                g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
+                _accumulate(t, g)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+    """Gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` untouched).
+
+    As ``torch.autograd.grad``: unreachable inputs give None with ``allow_unused=True`` and
+    raise otherwise; ``materialize_grads=True`` turns them into zeros.
+    """
+    if create_graph:
+        raise NotImplementedError("grad(create_graph=True) is not supported yet")
+    if is_grads_batched:
+        raise NotImplementedError("grad(is_grads_batched=True) is not supported yet")
+    if materialize_grads and allow_unused is False:
+        raise ValueError(
+            "Expected allow_unused to be True or not passed when materialize_grads=True, "
+            "but got: allow_unused=False."
+        )
+    if allow_unused is None:
+        allow_unused = materialize_grads
+    as_dict = isinstance(inputs, dict)
+    keys = list(inputs.keys()) if as_dict else None
+    roots = _as_tuple(outputs)
+    targets = _as_tuple(inputs)
+    if not targets:
+        raise RuntimeError("`inputs` argument to `grad()` cannot be empty.")
+    for t in targets:
+        if not isinstance(t, Tensor):
+            raise TypeError(f"grad(): expected Tensors as inputs, got {type(t).__name__}")
+        if not t._rg:
+            raise RuntimeError("One of the differentiated Tensors does not require grad")
+    grads = _as_tuple(grad_outputs)
+    if retain_graph is None:
+        retain_graph = create_graph
+    tape, state, buf_off, G64, G32, target_edges = _execute(roots, grads, retain_graph, targets)
+    result = []
+    for i, (t, (node, k)) in enumerate(zip(targets, target_edges, strict=True)):
+        g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
+        if g is None:
+            if not allow_unused:
+                raise RuntimeError(
+                    f"The differentiated Tensor at index {i} appears to not have been used in "
+                    "the graph. Set allow_unused=True if this is the desired behavior."
+                    if len(targets) > 1
+                    else "One of the differentiated Tensors appears to not have been used in "
+                    "the graph. Set allow_unused=True if this is the desired behavior."
+                )
+            result.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)
+        else:
+            result.append(_wrap(g.copy()))
+    if as_dict:
+        return dict(zip(keys, result, strict=True))
+    return tuple(result)

@@ -1,0 +1,152 @@
+"""Grad modes: no_grad, enable_grad, set_grad_enabled, inference_mode (thread-local)."""
+
+import functools
+import inspect
+import threading
+
+_state = threading.local()
+
+
+def is_grad_enabled():
+    """True when operations are recorded for backward (this thread)."""
+    return getattr(_state, "enabled", True)
+
+
+def _set(mode):
+    _state.enabled = bool(mode)
+
+
+def is_inference_mode_enabled():
+    return getattr(_state, "inference", False)
+
+
+class _DecoratorContextManager:
+    """A context manager usable as a decorator (with or without parentheses), also on
+    generator functions, where the mode holds inside the frame and the caller's mode returns
+    at each ``yield``, as in torch."""
+
+    def __call__(self, func):
+        if inspect.isclass(func):
+            import warnings
+
+            warnings.warn("Decorating classes is deprecated and will be disabled in future "
+                          "versions. You should only decorate functions or methods.",
+                          FutureWarning, stacklevel=2)
+        if inspect.isgeneratorfunction(func):
+            return self._wrap_generator(func)
+
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return func(*args, **kwargs)
+
+        return wrapper
+
+    def _wrap_generator(self, func):
+        @functools.wraps(func)
+        def wrapper(*args, **kwargs):
+            gen = func(*args, **kwargs)
+            try:
+                with self.clone():
+                    response = gen.send(None)
+                while True:
+                    try:
+                        request = yield response
+                    except GeneratorExit:
+                        with self.clone():
+                            gen.close()
+                        raise
+                    except BaseException as exc:
+                        with self.clone():
+                            response = gen.throw(exc)
+                    else:
+                        with self.clone():
+                            response = gen.send(request)
+            except StopIteration as stop:
+                return stop.value
+
+        return wrapper
+
+    def clone(self):
+        return self.__class__()
+
+
+class no_grad(_DecoratorContextManager):
+    """Context manager / decorator that disables recording (results never require grad)."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None or cls is not no_grad:
+            return super().__new__(cls)
+        return cls()(orig_func)  # used as @no_grad without parentheses
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _set(False)
+
+    def __exit__(self, *exc):
+        _set(self.prev)
+
+
+class enable_grad(_DecoratorContextManager):
+    """Context manager / decorator that enables recording."""
+
+    def __new__(cls, orig_func=None):
+        if orig_func is None or cls is not enable_grad:
+            return super().__new__(cls)
+        return cls()(orig_func)
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        _set(True)
+
+    def __exit__(self, *exc):
+        _set(self.prev)
+
+
+class set_grad_enabled(_DecoratorContextManager):
+    """Sets grad mode on or off. Called as a function it changes the mode at once; as a
+    context manager or decorator it restores the previous mode afterwards."""
+
+    def __init__(self, mode):
+        self.prev = is_grad_enabled()
+        self.mode = bool(mode)
+        _set(self.mode)
+
+    def __call__(self, func):
+        _set(self.prev)
+        return super().__call__(func)
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        _set(self.prev)
+
+    def clone(self):
+        return self.__class__(self.mode)
+
+
+class inference_mode(_DecoratorContextManager):
+    """Like no_grad (results are never recorded); ``inference_mode(False)`` is a no-op."""
+
+    def __new__(cls, mode=True):
+        if callable(mode) and not isinstance(mode, bool):
+            return cls()(mode)
+        return super().__new__(cls)
+
+    def __init__(self, mode=True):
+        self.mode = bool(mode) if isinstance(mode, bool) else True
+
+    def __enter__(self):
+        self.prev = is_grad_enabled()
+        self.prev_inf = is_inference_mode_enabled()
+        if self.mode:
+            _set(False)
+            _state.inference = True
+
+    def __exit__(self, *exc):
+        _set(self.prev)
+        _state.inference = self.prev_inf
+
+    def clone(self):
+        return self.__class__(self.mode)

@@ -1,0 +1,148 @@
+"""Tensor creation: tensor, from_numpy, zeros/ones/full/empty/arange/linspace/eye, *_like,
+rand/randn/randint with manual_seed."""
+
+import numbers
+
+import numpy as np
+
+from .tensor import _GRAD_DTYPES, Tensor, _wrap
+
+_DEFAULT_FLOAT = np.dtype(np.float64)
+_rng = np.random.default_rng()
+
+
+def _dt(dtype, default=_DEFAULT_FLOAT):
+    return default if dtype is None else np.dtype(dtype)
+
+
+def _shape(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
+
+
+def _leaf(a, requires_grad):
+    t = _wrap(a)
+    if requires_grad:
+        t.requires_grad = True
+    return t
+
+
+def _infer(data):
+    """numpy's dtype for nested Python data, but float64/int64/bool as torch infers them."""
+    a = np.asarray(data)
+    if a.dtype.kind == "f" and not isinstance(data, np.ndarray):
+        a = a.astype(_DEFAULT_FLOAT)
+    elif a.dtype.kind in "iu" and not isinstance(data, np.ndarray):
+        a = a.astype(np.int64)
+    elif a.dtype.kind == "O":
+        raise TypeError(f"tensor(): could not infer a dtype for {type(data).__name__}")
+    return a
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False):
+    """A new leaf tensor holding a copy of ``data`` (nested lists, numbers, arrays, tensors).
+
+    Python floats give float64 (numpy's default), Python ints int64, bools bool.
+    """
+    if isinstance(data, Tensor):
+        data = data._data
+    a = np.array(_infer(data), dtype=dtype, copy=True)
+    return _leaf(a, requires_grad)
+
+
+as_tensor = tensor
+
+
+def from_numpy(a):
+    """A tensor sharing memory with the numpy array ``a``."""
+    if not isinstance(a, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
+    return _wrap(a)
+
+
+def zeros(*size, dtype=None, requires_grad=False):
+    return _leaf(np.zeros(_shape(size), _dt(dtype)), requires_grad)
+
+
+def ones(*size, dtype=None, requires_grad=False):
+    return _leaf(np.ones(_shape(size), _dt(dtype)), requires_grad)
+
+
+def empty(*size, dtype=None, requires_grad=False):
+    return _leaf(np.empty(_shape(size), _dt(dtype)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, requires_grad=False):
+    if dtype is None:
+        dtype = (np.bool_ if isinstance(fill_value, bool) else
+                 np.int64 if isinstance(fill_value, numbers.Integral) else _DEFAULT_FLOAT)
+    return _leaf(np.full(_shape((size,)), fill_value, np.dtype(dtype)), requires_grad)
+
+
+def _like(x, dtype):
+    a = x._data if isinstance(x, Tensor) else np.asarray(x)
+    return a.shape, (a.dtype if dtype is None else np.dtype(dtype))
+
+
+def zeros_like(input, dtype=None, requires_grad=False):
+    shape, dt = _like(input, dtype)
+    return _leaf(np.zeros(shape, dt), requires_grad)
+
+
+def ones_like(input, dtype=None, requires_grad=False):
+    shape, dt = _like(input, dtype)
+    return _leaf(np.ones(shape, dt), requires_grad)
+
+
+def full_like(input, fill_value, dtype=None, requires_grad=False):
+    shape, dt = _like(input, dtype)
+    return _leaf(np.full(shape, fill_value, dt), requires_grad)
+
+
+def empty_like(input, dtype=None, requires_grad=False):
+    shape, dt = _like(input, dtype)
+    return _leaf(np.empty(shape, dt), requires_grad)
+
+
+def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+    if end is None:
+        start, end = 0, start
+    if dtype is None:
+        ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
+        dtype = np.int64 if ints else _DEFAULT_FLOAT
+    return _leaf(np.arange(start, end, step, dtype=np.dtype(dtype)), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, requires_grad=False):
+    return _leaf(np.linspace(start, end, int(steps), dtype=_dt(dtype)), requires_grad)
+
+
+def eye(n, m=None, dtype=None, requires_grad=False):
+    return _leaf(np.eye(n, m, dtype=_dt(dtype)), requires_grad)
+
+
+def manual_seed(seed):
+    """Seed nautograd's random number generator (rand, randn, randint)."""
+    global _rng
+    _rng = np.random.default_rng(int(seed))
+    return _rng
+
+
+def rand(*size, dtype=None, requires_grad=False):
+    dt = _dt(dtype)
+    return _leaf(_rng.random(_shape(size)).astype(dt), requires_grad and dt in _GRAD_DTYPES)
+
+
+def randn(*size, dtype=None, requires_grad=False):
+    dt = _dt(dtype)
+    return _leaf(_rng.standard_normal(_shape(size)).astype(dt), requires_grad)
+
+
+def randint(low=0, high=None, size=None, dtype=None, requires_grad=False):
+    if high is None:
+        low, high = 0, low
+    if size is None:
+        raise TypeError("randint() missing required argument 'size'")
+    a = _rng.integers(low, high, size=_shape((size,)), dtype=np.dtype(dtype or np.int64))
+    return _leaf(a, requires_grad)

@@ -1,0 +1,1 @@
+"""The flattened graph: tape (recording, reclamation) and the compiled scheduler."""

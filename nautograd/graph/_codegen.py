@@ -1,0 +1,98 @@
+"""Writes the scheduler's opcode dispatch chain from the op table.
+
+Numba's cache keys a cached function on its own file only: edits to kernels in other files
+would be served stale (reference/numba-measured.md, 1.3). The generated block therefore
+carries a hash of every file the compiled scheduler depends on, so any kernel edit changes
+scheduler.py and invalidates its cache. ``ensure_fresh()`` runs at import and rewrites the
+block when the hash is out of date; tests/test_codegen.py checks the committed file is fresh.
+"""
+
+import hashlib
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PKG = os.path.dirname(HERE)
+SCHEDULER = os.path.join(HERE, "scheduler.py")
+BEGIN = "# BEGIN GENERATED DISPATCH"
+END = "# END GENERATED DISPATCH"
+
+
+def _sources():
+    kdir = os.path.join(PKG, "kernels")
+    files = sorted(os.path.join(kdir, f) for f in os.listdir(kdir) if f.endswith(".py"))
+    return files + [os.path.join(HERE, "tape.py"), os.path.abspath(__file__)]
+
+
+def source_hash():
+    h = hashlib.sha256()
+    for path in _sources():
+        with open(path, "rb") as fh:
+            h.update(os.path.basename(path).encode() + b"\0" + fh.read())
+    return h.hexdigest()[:16]
+
+
+def generate(ops, digest):
+    lines = [
+        f"{BEGIN} (python -m nautograd.graph._codegen; do not edit by hand)",
+        f"# sources hash: {digest}",
+        "from ..kernels.registry import OPS as _OPS  # noqa: E402",
+        "",
+    ]
+    live = [op for op in ops if op.backward is not None]
+    for op in live:
+        lines.append(f"_k{op.opcode} = _OPS[{op.opcode - 1}].backward  # {op.name}")
+    lines += [
+        "",
+        "",
+        "@numba.njit(inline='always')",
+        "def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):",
+    ]
+    for j, op in enumerate(live):
+        kw = "if" if j == 0 else "elif"
+        k = f"_k{op.opcode}"
+        lines += [
+            f"    {kw} op == {op.opcode}:",
+            "        if f32:",
+            f"            {k}(G32, G64, go, gi, V32, so, sa, ip, fp)",
+            "        else:",
+            f"            {k}(G64, G32, go, gi, V64, so, sa, ip, fp)",
+        ]
+    lines.append(END)
+    return "\n".join(lines) + "\n"
+
+
+def is_fresh():
+    with open(SCHEDULER) as fh:
+        return f"# sources hash: {source_hash()}" in fh.read()
+
+
+def write():
+    from ..kernels import OPS
+
+    with open(SCHEDULER) as fh:
+        text = fh.read()
+    head, rest = text.split(BEGIN, 1)
+    _, tail = rest.split(END, 1)
+    new = head + generate(OPS, source_hash()) + tail.lstrip("\n")
+    if new != text:
+        with open(SCHEDULER, "w") as fh:
+            fh.write(new)
+    return new != text
+
+
+def ensure_fresh():
+    """Regenerate the dispatch block if any kernel source changed since it was written."""
+    if is_fresh():
+        return
+    if not os.access(SCHEDULER, os.W_OK):
+        raise RuntimeError(
+            f"nautograd: {SCHEDULER} is out of date with its kernels and not writable; "
+            "run `python -m nautograd.graph._codegen` in a writable checkout"
+        )
+    write()
+
+
+if __name__ == "__main__":
+    changed = write()
+    print("scheduler.py", "rewritten" if changed else "already fresh", file=sys.stderr)

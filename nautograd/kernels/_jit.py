@@ -1,0 +1,76 @@
+"""Shared compiled helpers for kernels: jit options, saved-value access, broadcast indexing."""
+
+import numba
+import numpy as np
+from numba import types
+from numba.extending import intrinsic
+
+# Kernels are only ever called from the compiled scheduler, never from Python: without the
+# CPython/cfunc wrappers they compile ~30% faster (reference/numba-measured.md, 1.2).
+# They are not cached themselves: the scheduler that calls them is, and its module carries
+# a hash of every kernel file so a kernel edit invalidates it (graph/scheduler.py).
+KERNEL = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+kernel = numba.njit(**KERNEL)
+
+
+@intrinsic
+def _ptr_like(typingctx, addr, like):
+    """Reinterpret an integer address as a pointer to ``like``'s element type."""
+    dtype = like.dtype
+    sig = types.CPointer(dtype)(addr, like)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.CPointer(dtype)))
+
+    return sig, codegen
+
+
+@numba.njit(inline="always")
+def saved(V, so, sa, k, n):
+    """The k-th saved value of a node, ``n`` elements long.
+
+    Small values are copied into the tape's value arena ``V`` at offset ``so[k]``; large ones
+    stay where they are and are read through their address ``sa[k]`` (``so[k] == -1``).
+    """
+    if so[k] >= 0:
+        return V[so[k] : so[k] + n]
+    return numba.carray(_ptr_like(sa[k], V), (n,))
+
+
+@numba.njit(inline="always")
+def view(G, off, n):
+    return G[off : off + n]
+
+
+@kernel
+def bcast_offsets(ip, base, nd, k, n):
+    """Offsets into operand ``k`` for each element of a broadcast result, in C order.
+
+    ``ip[base : base + nd]`` is the result shape, ``ip[base + nd*(1+k) : ...]`` operand k's
+    element strides in that shape (0 along broadcast dimensions).
+    """
+    offs = np.empty(n, np.int64)
+    if n == 0:
+        return offs
+    idx = np.zeros(nd, np.int64)
+    sbase = base + nd * (1 + k)
+    last = nd - 1
+    inner = ip[base + last]
+    sinner = ip[sbase + last]
+    o = 0
+    i = 0
+    while i < n:
+        for j in range(inner):
+            offs[i + j] = o + j * sinner
+        i += inner
+        # advance the odometer over the outer dimensions
+        d = last - 1
+        while d >= 0:
+            idx[d] += 1
+            o += ip[sbase + d]
+            if idx[d] < ip[base + d]:
+                break
+            o -= idx[d] * ip[sbase + d]
+            idx[d] = 0
+            d -= 1
+    return offs

@@ -1,0 +1,137 @@
+"""Normalising ops along a dim: softmax, log_softmax, logsumexp."""
+
+import math
+
+import numpy as np
+
+from ._jit import bcast_offsets, kernel, saved, view
+from ._shapes import outer_inner, wrap_dim
+from .reduce import _reduce_params
+from .registry import Case, defop
+
+
+def _softmax_forward(x, dim):
+    d = wrap_dim("softmax", dim, x.ndim)
+    axis = d if x.ndim else None
+    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
+    result = e / np.sum(e, axis=axis, keepdims=True)
+    return result, (result,), outer_inner(x.shape, d), ()
+
+
+def _log_softmax_forward(x, dim):
+    d = wrap_dim("log_softmax", dim, x.ndim)
+    axis = d if x.ndim else None
+    shifted = x - np.max(x, axis=axis, keepdims=True)
+    result = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
+    return result, (result,), outer_inner(x.shape, d), ()
+
+
+@kernel
+def softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # grad_x = y * (grad - sum_j grad_j y_j) along the dim
+    if gi[0] < 0:
+        return
+    outer, size, inner = ip[0], ip[1], ip[2]
+    n = outer * size * inner
+    g = view(G, go[0], n)
+    y = saved(V, so, sa, 0, n)
+    grad_x = view(G, gi[0], n)
+    for o in range(outer):
+        for c in range(inner):
+            base = o * size * inner + c
+            s = 0.0
+            for j in range(size):
+                s += g[base + j * inner] * y[base + j * inner]
+            for j in range(size):
+                i = base + j * inner
+                grad_x[i] += y[i] * (g[i] - s)
+
+
+@kernel
+def log_softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # grad_x = grad - exp(y) * sum_j grad_j along the dim
+    if gi[0] < 0:
+        return
+    outer, size, inner = ip[0], ip[1], ip[2]
+    n = outer * size * inner
+    g = view(G, go[0], n)
+    y = saved(V, so, sa, 0, n)
+    grad_x = view(G, gi[0], n)
+    for o in range(outer):
+        for c in range(inner):
+            base = o * size * inner + c
+            s = 0.0
+            for j in range(size):
+                s += g[base + j * inner]
+            for j in range(size):
+                i = base + j * inner
+                grad_x[i] += g[i] - math.exp(y[i]) * s
+
+
+_CASES = [Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": -2}), Case(((5,),), {"dim": 0})]
+
+softmax = defop(
+    "softmax",
+    _softmax_forward,
+    softmax_backward,
+    methods=("softmax",),
+    nn_functional=True,
+    node_name="SoftmaxBackward0",
+    cases=_CASES,
+)
+log_softmax = defop(
+    "log_softmax",
+    _log_softmax_forward,
+    log_softmax_backward,
+    methods=("log_softmax",),
+    nn_functional=True,
+    node_name="LogSoftmaxBackward0",
+    cases=_CASES,
+)
+
+
+def _logsumexp_forward(x, dim, keepdim=False):
+    dims, out_shape, ip = _reduce_params("logsumexp", x.shape, dim, keepdim)
+    if not dims:
+        return x.copy(), (x, x.copy()), ip, ()
+    m = np.max(x, axis=dims, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    kept = np.log(np.sum(np.exp(x - m), axis=dims, keepdims=True)) + m
+    kept = kept.astype(x.dtype, copy=False)
+    return kept.reshape(out_shape), (x, kept), ip, ()
+
+
+@kernel
+def logsumexp_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # grad_x = grad * exp(x - result), the result broadcast back over the reduced dims
+    if gi[0] < 0:
+        return
+    n, m, mode = ip[0], ip[1], ip[2]
+    g = view(G, go[0], m)
+    x = saved(V, so, sa, 0, n)
+    result = saved(V, so, sa, 1, m)
+    grad_x = view(G, gi[0], n)
+    if mode == 0:
+        for i in range(n):
+            grad_x[i] += g[i] * math.exp(x[i] - result[i])
+    elif mode == -1:
+        for i in range(n):
+            grad_x[i] += g[0] * math.exp(x[i] - result[0])
+    else:
+        offs = bcast_offsets(ip, 3, mode, 0, n)
+        for i in range(n):
+            j = offs[i]
+            grad_x[i] += g[j] * math.exp(x[i] - result[j])
+
+
+logsumexp = defop(
+    "logsumexp",
+    _logsumexp_forward,
+    logsumexp_backward,
+    methods=("logsumexp",),
+    cases=[
+        Case(((3, 4),), {"dim": 1}),
+        Case(((2, 3, 4),), {"dim": (0, 2), "keepdim": True}),
+        Case(((5,),), {"dim": 0}),
+    ],
+)

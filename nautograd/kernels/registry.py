@@ -1,0 +1,82 @@
+"""The op table.
+
+An op is declared once with ``defop``: its torch name, a forward (numpy arrays in, result
+arrays out, plus what to save and the integer/float attributes its backward needs), a
+compiled backward kernel, and the cases the op-table tests run. The opcode, the
+scheduler's dispatch chain, ``ng.<name>``, the ``Tensor`` methods and the tests are all
+derived from this table.
+
+Forward protocol::
+
+    forward(*arrays, **kwargs) -> (result, saved, iparams, fparams)
+
+``arrays`` are numpy arrays already promoted to one floating dtype (integer/bool inputs of
+non-differentiable ops are passed as they are); ``result`` is an array or a tuple of
+arrays (one per output); ``saved`` a tuple of arrays the backward reads; ``iparams`` a
+tuple of ints and ``fparams`` a tuple of floats.
+
+Backward protocol (all kernels share it, so dispatch is a plain ``if op == k`` chain)::
+
+    kernel(G, G2, go, gi, V, so, sa, ip, fp)
+
+``G`` is the flat gradient arena of the node's dtype (``G2`` the other dtype's, used only
+by casts), ``go[k]`` the offset of the gradient of output ``k``, ``gi[j]`` the offset of the
+buffer that receives the gradient of input ``j`` (``-1``: not needed), ``V``/``so``/``sa``
+locate the saved values (see ``_jit.saved``), ``ip``/``fp`` the node's attributes. Kernels
+*accumulate* (``grad_x[i] += ...``) so fan-out and ``x * x`` need no special case.
+"""
+
+from dataclasses import dataclass, field
+
+OPS = []
+OP_BY_NAME = {}
+
+
+@dataclass(eq=False)
+class Op:
+    name: str
+    forward: object
+    backward: object = None  # compiled kernel; None for ops without a gradient
+    nin: int = 1  # number of tensor inputs; -1 = a sequence of tensors (cat, stack)
+    node_name: str = ""  # grad_fn name, e.g. "MulBackward0"
+    api: object = None  # frontend(apply, *args, **kwargs); None = apply(op, *args, **kwargs)
+    methods: tuple = ()  # Tensor method names
+    dunders: tuple = ()  # Tensor operator names bound to the default frontend
+    functions: tuple = None  # names under ng.<name>; default (name,)
+    nn_functional: bool = False  # also under ng.nn.functional
+    differentiable: bool = True
+    int_result: bool = False  # result dtype is not floating (comparisons)
+    int_ok: bool = False  # integer/bool inputs stay integer (add, sum, shape ops); else promoted
+    opcode: int = -1
+    cases: list = field(default_factory=list)  # see tests/op_cases.py
+
+
+def defop(name, forward, backward=None, **kw):
+    """Declare an op; returns its Op record (the opcode is its position in the table)."""
+    if name in OP_BY_NAME:
+        raise ValueError(f"op {name!r} declared twice")
+    op = Op(name, forward, backward, **kw)
+    if not op.node_name:
+        op.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
+    if op.functions is None:
+        op.functions = (name,)
+    if op.backward is None:
+        op.differentiable = False
+    # opcodes 0 is reserved for AccumulateGrad (see graph/tape.py)
+    op.opcode = len(OPS) + 1
+    OPS.append(op)
+    OP_BY_NAME[name] = op
+    return op
+
+
+@dataclass
+class Case:
+    """A test case: input shapes (or scalars), kwargs, and the domain values are drawn from."""
+
+    shapes: tuple
+    kwargs: dict = field(default_factory=dict)
+    low: float = -2.0
+    high: float = 2.0
+    grad: tuple = None  # which inputs are differentiated; default all float tensors
+    torch: object = None  # torch reference callable(*tensors, **kwargs); default torch.<name>
+    tol: float = None

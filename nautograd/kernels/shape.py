@@ -1,0 +1,356 @@
+"""Shape ops: reshape/view, transpose/permute/.T, unsqueeze/squeeze, stack, cat, unbind, select.
+
+Forward results are numpy views where numpy gives one (as torch's are views); the backward of
+every op here only moves gradient elements.
+"""
+
+import numpy as np
+
+from ._jit import bcast_offsets, kernel, view
+from ._shapes import coalesce, numel, outer_inner, wrap_dim
+from .elementwise import copy_backward
+from .registry import Case, defop
+
+
+def _infer_shape(op, shape, n):
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise RuntimeError(f"{op}(): only one dimension can be inferred")
+    known = numel([s for s in shape if s != -1])
+    if -1 in shape:
+        if known == 0 or n % known:
+            raise RuntimeError(f"{op}(): shape '{list(shape)}' is invalid for input of size {n}")
+        shape = tuple(n // known if s == -1 else s for s in shape)
+    if numel(shape) != n or any(s < 0 for s in shape):
+        raise RuntimeError(f"{op}(): shape '{list(shape)}' is invalid for input of size {n}")
+    return shape
+
+
+def _reshape_forward(x, shape):
+    shape = _infer_shape("reshape", shape, x.size)
+    return x.reshape(shape), (), (x.size,), ()
+
+
+def _view_forward(x, shape):
+    shape = _infer_shape("view", shape, x.size)
+    return x.reshape(shape), (), (x.size,), ()
+
+
+def _shape_api(op):
+    def api(apply, input, *shape):
+        return apply(op, input, shape=shape)
+
+    return api
+
+
+reshape = defop(
+    "reshape",
+    _reshape_forward,
+    copy_backward,
+    int_ok=True,
+    node_name="ViewBackward0",
+    api=lambda apply, input, *shape: apply(reshape, input, shape=shape),
+    methods=("reshape",),
+    cases=[Case(((3, 4),), {"shape": (2, 6)}), Case(((3, 4),), {"shape": (-1,)})],
+)
+view_ = defop(
+    "view",
+    _view_forward,
+    copy_backward,
+    int_ok=True,
+    node_name="ViewBackward0",
+    api=lambda apply, input, *shape: apply(view_, input, shape=shape),
+    methods=("view",),
+    functions=(),
+    cases=[Case(((3, 4),), {"shape": (4, 3)})],
+)
+
+
+def _flatten_forward(x, start_dim=0, end_dim=-1):
+    nd = max(x.ndim, 1)
+    s = wrap_dim("flatten", start_dim, nd)
+    e = wrap_dim("flatten", end_dim, nd)
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = x.shape[:s] + (numel(x.shape[s : e + 1]),) + x.shape[e + 1 :] if x.ndim else (1,)
+    return x.reshape(shape), (), (x.size,), ()
+
+
+flatten = defop(
+    "flatten",
+    _flatten_forward,
+    copy_backward,
+    int_ok=True,
+    node_name="ViewBackward0",
+    methods=("flatten",),
+    cases=[Case(((2, 3, 4),)), Case(((2, 3, 4),), {"start_dim": 1})],
+)
+
+
+def _unsqueeze_forward(x, dim):
+    d = wrap_dim("unsqueeze", dim, x.ndim + 1)
+    return np.expand_dims(x, d), (), (x.size,), ()
+
+
+unsqueeze = defop(
+    "unsqueeze",
+    _unsqueeze_forward,
+    copy_backward,
+    int_ok=True,
+    methods=("unsqueeze",),
+    cases=[Case(((3, 4),), {"dim": 1}), Case(((3,),), {"dim": -1})],
+)
+
+
+def _squeeze_forward(x, dim=None):
+    if dim is None:
+        dims = tuple(d for d, s in enumerate(x.shape) if s == 1)
+    else:
+        ds = (dim,) if isinstance(dim, int) else tuple(dim)
+        dims = tuple(
+            d for d in (wrap_dim("squeeze", d, x.ndim) for d in ds) if x.ndim and x.shape[d] == 1
+        )
+    return np.squeeze(x, axis=dims) if dims else x.view(), (), (x.size,), ()
+
+
+squeeze = defop(
+    "squeeze",
+    _squeeze_forward,
+    copy_backward,
+    int_ok=True,
+    methods=("squeeze",),
+    cases=[Case(((3, 1, 4, 1),)), Case(((3, 1, 4),), {"dim": 1}), Case(((3, 4),), {"dim": 0})],
+)
+
+
+def _permute_params(shape, perm):
+    # result element i (C order of the permuted shape) reads x at sum(idx[d] * x_stride[perm[d]])
+    st, acc = [0] * len(shape), 1
+    for d in range(len(shape) - 1, -1, -1):
+        st[d] = acc
+        acc *= shape[d]
+    out_shape = [shape[p] for p in perm]
+    cshape, (cst,) = coalesce(out_shape, [[st[p] for p in perm]])
+    return (numel(shape), len(cshape), *cshape, *cst)
+
+
+@kernel
+def permute_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    if gi[0] < 0:
+        return
+    n = ip[0]
+    g = view(G, go[0], n)
+    grad_x = view(G, gi[0], n)
+    offs = bcast_offsets(ip, 2, ip[1], 0, n)
+    for i in range(n):
+        grad_x[offs[i]] += g[i]
+
+
+def _permute_forward(x, dims):
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    perm = tuple(wrap_dim("permute", d, x.ndim) for d in dims)
+    if sorted(perm) != list(range(x.ndim)):
+        raise RuntimeError(
+            f"permute(): number of dims don't match in permute (got {list(dims)} for a "
+            f"tensor of shape {tuple(x.shape)})"
+        )
+    return np.transpose(x, perm), (), _permute_params(x.shape, perm), ()
+
+
+permute = defop(
+    "permute",
+    _permute_forward,
+    permute_backward,
+    int_ok=True,
+    api=lambda apply, input, *dims: apply(permute, input, dims=dims),
+    methods=("permute",),
+    cases=[Case(((2, 3, 4),), {"dims": (2, 0, 1)})],
+)
+
+
+def _transpose_forward(x, dim0, dim1):
+    nd = max(x.ndim, 1)
+    perm = list(range(x.ndim))
+    if x.ndim:
+        a, b = wrap_dim("transpose", dim0, nd), wrap_dim("transpose", dim1, nd)
+        perm[a], perm[b] = perm[b], perm[a]
+    return np.transpose(x, perm), (), _permute_params(x.shape, perm), ()
+
+
+transpose = defop(
+    "transpose",
+    _transpose_forward,
+    permute_backward,
+    int_ok=True,
+    methods=("transpose", "swapaxes"),
+    functions=("transpose", "swapaxes"),
+    cases=[Case(((3, 4),), {"dim0": 0, "dim1": 1}), Case(((2, 3, 4),), {"dim0": -1, "dim1": 0})],
+)
+
+
+def _t_forward(x):
+    if x.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {x.ndim}D")
+    perm = tuple(range(x.ndim))[::-1]
+    return np.transpose(x, perm), (), _permute_params(x.shape, perm), ()
+
+
+t = defop(
+    "t",
+    _t_forward,
+    permute_backward,
+    int_ok=True,
+    node_name="TBackward0",
+    methods=("t",),
+    cases=[Case(((3, 4),)), Case(((3,),))],
+)
+
+
+def _cat_params(op, arrays, dim):
+    if not arrays:
+        raise RuntimeError(f"{op}(): expected a non-empty list of Tensors")
+    ref = arrays[0].shape
+    d = wrap_dim(op, dim, len(ref))
+    for k, a in enumerate(arrays):
+        if len(a.shape) != len(ref) or any(
+            s != r for i, (s, r) in enumerate(zip(a.shape, ref, strict=True)) if i != d
+        ):
+            raise RuntimeError(
+                f"{op}(): Sizes of tensors must match except in dimension {d}. Expected size "
+                f"{tuple(ref)} but got size {tuple(a.shape)} for tensor number {k} in the list."
+            )
+    outer, _, inner = outer_inner(ref, d)
+    sizes = [a.shape[d] for a in arrays]
+    return d, (outer, inner, sum(sizes), len(arrays), *sizes)
+
+
+@kernel
+def cat_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # the result viewed as (outer, total * inner); input k owns columns [off_k, off_k + d_k) * inner
+    outer, inner, total, k = ip[0], ip[1], ip[2], ip[3]
+    g = view(G, go[0], outer * total * inner)
+    start = 0
+    for j in range(k):
+        d = ip[4 + j]
+        if gi[j] >= 0:
+            w = d * inner
+            grad_x = view(G, gi[j], outer * w)
+            for o in range(outer):
+                src = o * total * inner + start * inner
+                for c in range(w):
+                    grad_x[o * w + c] += g[src + c]
+        start += d
+
+
+def _cat_forward(*arrays, dim=0):
+    d, ip = _cat_params("cat", arrays, dim)
+    return np.concatenate(arrays, axis=d), (), ip, ()
+
+
+def _stack_forward(*arrays, dim=0):
+    if not arrays:
+        raise RuntimeError("stack(): expected a non-empty list of Tensors")
+    d = wrap_dim("stack", dim, arrays[0].ndim + 1)
+    for k, a in enumerate(arrays):
+        if a.shape != arrays[0].shape:
+            raise RuntimeError(
+                f"stack(): stack expects each tensor to be equal size, but got "
+                f"{tuple(arrays[0].shape)} at entry 0 and {tuple(a.shape)} at entry {k}"
+            )
+    expanded = [np.expand_dims(a, d) for a in arrays]
+    _, ip = _cat_params("stack", expanded, d)
+    return np.concatenate(expanded, axis=d), (), ip, ()
+
+
+cat = defop(
+    "cat",
+    _cat_forward,
+    cat_backward,
+    nin=-1,
+    int_ok=True,
+    functions=("cat", "concat", "concatenate"),
+    cases=[Case(((2, 3), (4, 3))), Case(((2, 3), (2, 1), (2, 2)), {"dim": 1})],
+)
+stack = defop(
+    "stack",
+    _stack_forward,
+    cat_backward,
+    nin=-1,
+    int_ok=True,
+    cases=[Case(((2, 3), (2, 3))), Case(((3,), (3,), (3,)), {"dim": 1}), Case(((), ()))],
+)
+
+
+def _unbind_forward(x, dim=0):
+    if x.ndim == 0:
+        raise IndexError("unbind(): Dimension specified as 0 but tensor has no dimensions")
+    d = wrap_dim("unbind", dim, x.ndim)
+    outer, size, inner = outer_inner(x.shape, d)
+    results = tuple(np.take(x, i, axis=d) for i in range(size))
+    return results, (), (outer, size, inner), ()
+
+
+@kernel
+def unbind_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # output j is x[..., j, ...]: grad_x viewed as (outer, size, inner)
+    if gi[0] < 0:
+        return
+    outer, size, inner = ip[0], ip[1], ip[2]
+    grad_x = view(G, gi[0], outer * size * inner)
+    for j in range(size):
+        if go[j] < 0:
+            continue
+        g = view(G, go[j], outer * inner)
+        for o in range(outer):
+            for c in range(inner):
+                grad_x[(o * size + j) * inner + c] += g[o * inner + c]
+
+
+unbind = defop(
+    "unbind",
+    _unbind_forward,
+    unbind_backward,
+    int_ok=True,
+    methods=("unbind",),
+    cases=[Case(((3, 4),)), Case(((3, 4),), {"dim": 1}), Case(((4,),))],
+)
+
+
+def _select_forward(x, dim, index):
+    if x.ndim == 0:
+        raise IndexError("select() cannot be applied to a 0-dim tensor.")
+    d = wrap_dim("select", dim, x.ndim)
+    size = x.shape[d]
+    if not -size <= index < size:
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {tuple(x.shape)} at "
+            f"dimension {d}"
+        )
+    i = index % size
+    outer, _, inner = outer_inner(x.shape, d)
+    return np.take(x, i, axis=d), (), (outer, size, inner, i), ()
+
+
+@kernel
+def select_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    if gi[0] < 0:
+        return
+    outer, size, inner, j = ip[0], ip[1], ip[2], ip[3]
+    grad_x = view(G, gi[0], outer * size * inner)
+    g = view(G, go[0], outer * inner)
+    for o in range(outer):
+        for c in range(inner):
+            grad_x[(o * size + j) * inner + c] += g[o * inner + c]
+
+
+select = defop(
+    "select",
+    _select_forward,
+    select_backward,
+    int_ok=True,
+    methods=("select",),
+    cases=[Case(((3, 4),), {"dim": 0, "index": 1}), Case(((3, 4),), {"dim": 1, "index": -1})],
+)

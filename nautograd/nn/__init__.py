@@ -1,0 +1,3 @@
+"""torch.nn surface (functional only for now)."""
+
+from . import functional  # noqa: F401

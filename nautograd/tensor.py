@@ -1,0 +1,720 @@
+"""Tensor: a numpy value plus, when it was recorded, where it sits on its thread's tape.
+
+``apply(op, *args, **kwargs)`` is the one path every op takes: it converts operands,
+promotes dtypes as torch does, runs the op's forward, and records a node when grad mode is
+on and an input requires grad.
+"""
+
+import math
+import numbers
+
+import numpy as np
+
+from .autograd.grad_mode import is_grad_enabled
+from .graph.tape import current_tape
+from .kernels import OPS
+from .kernels.registry import OP_BY_NAME
+
+float32 = np.dtype(np.float32)
+float64 = np.dtype(np.float64)
+float16 = np.dtype(np.float16)
+int8 = np.dtype(np.int8)
+int16 = np.dtype(np.int16)
+int32 = np.dtype(np.int32)
+int64 = np.dtype(np.int64)
+uint8 = np.dtype(np.uint8)
+bool_ = np.dtype(np.bool_)
+
+_GRAD_DTYPES = (float32, float64)
+_DEFAULT_FLOAT = float64
+_NAMES = {float32: "float32", float64: "float64", float16: "float16", int64: "int64",
+          int32: "int32", int16: "int16", int8: "int8", uint8: "uint8", bool_: "bool"}
+
+
+def dtype_name(dt):
+    return "ng." + _NAMES.get(np.dtype(dt), str(dt))
+
+
+def _torch_dtype_name(dt):
+    return {float32: "Float", float64: "Double"}.get(np.dtype(dt), str(dt))
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple that prints as torch.Size does."""
+
+    def __repr__(self):
+        return f"torch.Size({list(self)})"
+
+    def numel(self):
+        return math.prod(self)
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+class Tensor:
+    """A tensor with PyTorch's autograd semantics.
+
+    The value is a numpy array (``.numpy()`` / ``np.asarray`` share its memory). A tensor
+    produced by a recorded op holds a handle into its thread's tape; a leaf that requires
+    grad gets an AccumulateGrad node on first use.
+    """
+
+    __slots__ = ("_data", "_rg", "_tape", "_h", "_out", "_grad", "_acc_tape", "_acc_h", "_vc",
+                 "_retains", "_hooks", "__weakref__")
+    __array_priority__ = 1000
+    __array_ufunc__ = None  # numpy operators defer to Tensor's reflected methods
+
+    def __init__(self, data, requires_grad=False):
+        a = data._data if isinstance(data, Tensor) else np.asarray(data)
+        self._data = a
+        self._rg = False
+        self._tape = None
+        self._h = -1
+        self._out = 0
+        self._grad = None
+        self._acc_tape = None
+        self._acc_h = -1
+        self._vc = [0]
+        self._retains = False
+        self._hooks = None
+        if requires_grad:
+            self.requires_grad = True
+
+    def __del__(self):
+        try:
+            if self._h >= 0:
+                self._tape.drop_handle(self._h)
+            if self._acc_tape is not None:
+                self._acc_tape.drop_handle(self._acc_h)
+        except Exception:  # interpreter shutdown
+            pass
+
+    # -- autograd state ---------------------------------------------------------------------
+
+    @property
+    def requires_grad(self):
+        """Whether gradients are computed for this tensor."""
+        return self._rg
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        value = bool(value)
+        if self._h >= 0:
+            if not value:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to "
+                    "use a computed variable in a subgraph that doesn't require differentiation "
+                    "use var_no_grad = var.detach()."
+                )
+            return
+        if value and self._data.dtype not in _GRAD_DTYPES:
+            raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if not value and self._acc_tape is not None:
+            self._acc_tape.drop_handle(self._acc_h)
+            self._acc_tape, self._acc_h = None, -1
+        self._rg = value
+
+    def requires_grad_(self, requires_grad=True):
+        """Set ``requires_grad`` in place; returns self."""
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def is_leaf(self):
+        """True for tensors that were not produced by a recorded op."""
+        return self._h < 0
+
+    @property
+    def grad_fn(self):
+        """The node that produced this tensor (None for leaves)."""
+        if self._h < 0:
+            return None
+        from .autograd.graph import Node
+
+        tape = self._tape
+        return Node(tape, tape.h2node[self._h])
+
+    @property
+    def grad(self):
+        """The accumulated gradient (leaves, and tensors that ``retain_grad()``)."""
+        if self._h >= 0 and not self._retains and self._grad is None:
+            import warnings
+
+            warnings.warn(
+                "The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                "Its .grad attribute won't be populated during autograd.backward(). If you "
+                "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                ".retain_grad() on the non-leaf Tensor.",
+                UserWarning,
+                stacklevel=2,
+            )
+        return self._grad
+
+    @grad.setter
+    def grad(self, value):
+        if value is None:
+            self._grad = None
+            return
+        if not isinstance(value, Tensor):
+            raise TypeError(
+                "assigned grad expected to be a Tensor or None but got grad of type "
+                f"{type(value).__name__}"
+            )
+        if value is self:
+            raise RuntimeError("can't assign Variable as its own grad")
+        if value.shape != self.shape:
+            raise RuntimeError(
+                f"attempting to assign a gradient of size '{list(value.shape)}' to a tensor of "
+                f"size '{list(self.shape)}'. Please ensure that the gradient and the tensor are "
+                "the same size"
+            )
+        if value.dtype != self.dtype:
+            raise RuntimeError(
+                f"attempting to assign a gradient with dtype '{value.dtype}' to a tensor with "
+                f"dtype '{self.dtype}'. Please ensure that the gradient and the tensor have the "
+                "same dtype"
+            )
+        self._grad = value
+
+    @grad.deleter
+    def grad(self):
+        self._grad = None
+
+    def retain_grad(self):
+        """Populate ``.grad`` for this non-leaf tensor during backward (a no-op on leaves)."""
+        if not self._rg:
+            raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+        if self._h < 0 or self._retains:
+            return
+        import weakref
+
+        self._retains = True
+        tape = self._tape
+        node = tape.h2node[self._h]
+        tape.retained.setdefault(node, {})[self._out] = weakref.ref(self)
+
+    @property
+    def retains_grad(self):
+        """True for a non-leaf tensor whose ``.grad`` is populated by backward."""
+        return self._retains
+
+    @property
+    def _version(self):
+        return self._vc[0]
+
+    def _bump(self):
+        self._vc[0] += 1
+
+    def detach(self):
+        """A new leaf sharing this tensor's memory (and version counter), not requiring grad."""
+        t = _wrap(self._data)
+        t._vc = self._vc
+        return t
+
+    def detach_(self):
+        """Detach this tensor from the graph in place; returns self."""
+        if self._h >= 0:
+            self._tape.drop_handle(self._h)
+            self._h = -1
+        self.requires_grad = False
+        return self
+
+    @property
+    def data(self):
+        """The value as a tensor that does not require grad (shares memory)."""
+        return self.detach()
+
+    @data.setter
+    def data(self, value):
+        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Accumulate the gradients of this tensor into the leaves' ``.grad`` (see
+        ``ng.autograd.backward``)."""
+        from .autograd.engine import backward
+
+        backward(self, gradient, retain_graph, create_graph, inputs=inputs)
+
+    def register_hook(self, hook):
+        """Register ``hook(grad) -> Tensor | None`` run when this tensor's gradient is computed."""
+        from .autograd.hooks import register_tensor_hook
+
+        return register_tensor_hook(self, hook)
+
+    # -- value ----------------------------------------------------------------------------
+
+    @property
+    def shape(self):
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        """The shape, or the size of dimension ``dim``."""
+        if dim is None:
+            return Size(self._data.shape)
+        from .kernels._shapes import wrap_dim
+
+        return self._data.shape[wrap_dim("size", dim, self._data.ndim)]
+
+    @property
+    def dtype(self):
+        return self._data.dtype
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        return self._data.ndim
+
+    def numel(self):
+        return self._data.size
+
+    nelement = numel
+
+    @property
+    def device(self):
+        return "cpu"
+
+    @property
+    def T(self):
+        """The dimensions reversed (``permute(n-1, ..., 0)``)."""
+        return apply(OP_BY_NAME["permute"], self, dims=tuple(range(self.ndim))[::-1])
+
+    @property
+    def mT(self):
+        return self.transpose(-2, -1)
+
+    def is_floating_point(self):
+        return self._data.dtype.kind == "f"
+
+    def is_contiguous(self):
+        return self._data.flags.c_contiguous
+
+    def contiguous(self):
+        return self if self._data.flags.c_contiguous else self.clone()
+
+    def item(self):
+        """The value of a one-element tensor as a Python number."""
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"a Tensor with {self._data.size} elements cannot be converted to Scalar"
+            )
+        return self._data.item()
+
+    def tolist(self):
+        return self._data.tolist()
+
+    def numpy(self, force=False):
+        """The value as a numpy array sharing memory."""
+        if self._rg and not force:
+            raise RuntimeError(
+                "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
+                "instead."
+            )
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        a = self.numpy()
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        return self._data.shape[0]
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(
+                f"Boolean value of Tensor with more than one value is ambiguous"
+            )
+        return bool(self._data)
+
+    def __float__(self):
+        return builtins_float(self.item())
+
+    def __int__(self):
+        return int(self.item())
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub" or self._data.size != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    __hash__ = object.__hash__
+
+    def __getitem__(self, index):
+        if not isinstance(index, tuple):
+            index = (index,)
+        if all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in index):
+            if len(index) > self.ndim:
+                raise IndexError(
+                    f"too many indices for tensor of dimension {self.ndim}"
+                )
+            result = self
+            for i in index:
+                result = result.select(0, int(i))
+            return result
+        if self._rg and is_grad_enabled():
+            raise TypeError(
+                "Tensor.__getitem__: only integer indices are differentiable so far "
+                f"(got {index!r})"
+            )
+        return _wrap(np.asarray(self._data[index]))
+
+    def __setitem__(self, index, value):
+        self._check_inplace(value)
+        self._data[index] = value._data if isinstance(value, Tensor) else value
+        self._bump()
+
+    def __repr__(self):
+        return _format(self)
+
+    # -- conversions ------------------------------------------------------------------------
+
+    def to(self, dtype=None, *args, **kwargs):
+        """A copy converted to ``dtype`` (self when the dtype already matches)."""
+        if dtype is None:
+            dtype = kwargs.get("dtype")
+        if isinstance(dtype, str) and dtype == "cpu":
+            return self
+        dtype = np.dtype(dtype)
+        if dtype == self._data.dtype:
+            return self
+        return apply(OP_BY_NAME["_to_copy"], self, dtype=dtype)
+
+    def type(self, dtype=None):
+        return self.to(dtype)
+
+    def float(self):
+        return self.to(float32)
+
+    def double(self):
+        return self.to(float64)
+
+    def long(self):
+        return self.to(int64)
+
+    def int(self):
+        return self.to(int32)
+
+    def bool(self):
+        return self.to(bool_)
+
+    # -- in-place ops (outside recording) -----------------------------------------------------
+
+    def _check_inplace(self, other=None):
+        if not is_grad_enabled():
+            return
+        if self._rg and self._h < 0:
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+            )
+        if self._rg or (isinstance(other, Tensor) and other._rg):
+            raise NotImplementedError(
+                "in-place operations on tensors that require grad are not recorded yet; use "
+                "the out-of-place op, or run the update under ng.no_grad()"
+            )
+
+    def _inplace(self, f, other):
+        self._check_inplace(other)
+        value = other._data if isinstance(other, Tensor) else other
+        f(self._data, value, out=self._data, casting="same_kind")
+        self._bump()
+        return self
+
+    def add_(self, other, alpha=1):
+        """In-place ``self += alpha * other``."""
+        if alpha != 1:
+            other = other * alpha
+        return self._inplace(np.add, other)
+
+    def sub_(self, other, alpha=1):
+        """In-place ``self -= alpha * other``."""
+        if alpha != 1:
+            other = other * alpha
+        return self._inplace(np.subtract, other)
+
+    def mul_(self, other):
+        """In-place ``self *= other``."""
+        return self._inplace(np.multiply, other)
+
+    def div_(self, other):
+        """In-place ``self /= other``."""
+        return self._inplace(np.true_divide, other)
+
+    def zero_(self):
+        """Fill with zeros in place."""
+        self._check_inplace()
+        self._data[...] = 0
+        self._bump()
+        return self
+
+    def fill_(self, value):
+        """Fill with ``value`` in place."""
+        self._check_inplace(value)
+        self._data[...] = value._data if isinstance(value, Tensor) else value
+        self._bump()
+        return self
+
+    def copy_(self, src):
+        """Copy ``src`` (broadcast) into self in place."""
+        self._check_inplace(src)
+        value = src._data if isinstance(src, Tensor) else np.asarray(src)
+        np.copyto(self._data, np.broadcast_to(value, self._data.shape), casting="unsafe")
+        self._bump()
+        return self
+
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
+
+
+builtins_float = __builtins__["float"] if isinstance(__builtins__, dict) else __builtins__.float
+
+
+def _wrap(a, requires_grad=False):
+    """A leaf tensor around the array ``a`` (no copy)."""
+    t = Tensor.__new__(Tensor)
+    t._data = a
+    t._rg = requires_grad
+    t._tape = None
+    t._h = -1
+    t._out = 0
+    t._grad = None
+    t._acc_tape = None
+    t._acc_h = -1
+    t._vc = [0]
+    t._retains = False
+    t._hooks = None
+    return t
+
+
+# ---------------------------------------------------------------------------------------------
+# dtype promotion (torch's rules: dimensioned tensors, then zero-dim tensors, then numbers)
+
+_KIND = {"b": 0, "u": 1, "i": 1, "f": 2}
+
+
+def _promote(arrays, numbers_):
+    """Result dtype of an op over tensors/arrays ``arrays`` and Python ``numbers_``."""
+    dim = [a.dtype for a in arrays if a.ndim]
+    zero = [a.dtype for a in arrays if not a.ndim]
+    result = np.result_type(*dim) if dim else None
+    if zero:
+        z = np.result_type(*zero)
+        if result is None or _KIND[z.kind] > _KIND[result.kind]:
+            result = z
+    if numbers_:
+        cat = max(2 if isinstance(n, numbers.Real) and not isinstance(n, numbers.Integral)
+                  else (0 if isinstance(n, bool) else 1) for n in numbers_)
+        if result is None or cat > _KIND[result.kind]:
+            result = (bool_, int64, _DEFAULT_FLOAT)[cat]
+    return result
+
+
+def _operand(x):
+    if isinstance(x, Tensor):
+        return x._data
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, (list, tuple)):
+        return np.asarray(x)
+    raise TypeError(f"expected a Tensor, array or number, got {type(x).__name__}")
+
+
+def apply(op, *args, **kwargs):
+    """Run ``op`` on tensors / arrays / numbers and record it for backward when needed."""
+    if op.nin == -1:
+        if len(args) != 1 or isinstance(args[0], Tensor):
+            raise TypeError(f"{op.name}(): expected a sequence of Tensors")
+        args = tuple(args[0])
+    elif len(args) != op.nin:
+        raise TypeError(f"{op.name}() takes {op.nin} tensor argument(s), got {len(args)}")
+    # operands: numpy arrays; Python numbers become 0-dim arrays of the result dtype
+    nums = None
+    arrays = []
+    for x in args:
+        if isinstance(x, Tensor):
+            arrays.append(x._data)
+        elif isinstance(x, numbers.Number) and not isinstance(x, np.ndarray):
+            nums = [x] if nums is None else nums + [x]
+            arrays.append(None)
+        else:
+            arrays.append(_operand(x))
+    present = [a for a in arrays if a is not None]
+    dt = present[0].dtype if len(present) == 1 and nums is None else _promote(present, nums)
+    if dt.kind not in "f" and not op.int_ok and not op.int_result:
+        dt = _DEFAULT_FLOAT
+    if dt.kind == "f" and dt not in _GRAD_DTYPES:
+        dt = float32 if dt.itemsize < 8 else float64
+    for k, a in enumerate(arrays):
+        if a is None:
+            arrays[k] = np.asarray(args[k], dtype=dt)
+        elif a.dtype != dt:
+            arrays[k] = a.astype(dt)
+    result, saved, ip, fp = op.forward(*arrays, **kwargs)
+    multi = isinstance(result, tuple)
+    record = (
+        op.differentiable
+        and is_grad_enabled()
+        and any(isinstance(x, Tensor) and x._rg for x in args)
+    )
+    if not record:
+        if multi:
+            return tuple(_wrap(np.asarray(r)) for r in result)
+        return _wrap(np.asarray(result))
+    tape = current_tape()
+    tape.reserve(len(args) + 1)
+    f32 = dt == float32
+    edges = []
+    for x in args:
+        if not isinstance(x, Tensor) or not x._rg:
+            edges.append((-1, 0))
+        elif x._h >= 0:
+            if x._tape is not tape:
+                raise RuntimeError(
+                    f"{op.name}(): an input was recorded on another thread's tape; "
+                    "graphs cannot span threads"
+                )
+            edges.append((tape.h2node[x._h], x._out))
+        else:
+            edges.append((_accumulator(tape, x), 0))
+    outs = result if multi else (result,)
+    node = tape.record(op.opcode, f32, edges, [r.size for r in outs], saved, ip, fp)
+    wrapped = []
+    for k, r in enumerate(outs):
+        t = _wrap(np.asarray(r), True)
+        t._tape = tape
+        t._h = tape.new_handle(node)
+        t._out = k
+        wrapped.append(t)
+    return tuple(wrapped) if multi else wrapped[0]
+
+
+def _accumulator(tape, leaf):
+    """The AccumulateGrad node of ``leaf`` on ``tape`` (created on first use)."""
+    if leaf._acc_tape is tape:
+        return tape.h2node[leaf._acc_h]
+    if leaf._acc_tape is not None:
+        leaf._acc_tape.drop_handle(leaf._acc_h)
+    node = tape.record_accumulate(leaf, leaf._data.dtype == float32, leaf._data.size)
+    leaf._acc_tape = tape
+    leaf._acc_h = tape.new_handle(node)
+    return node
+
+
+# ---------------------------------------------------------------------------------------------
+# the public op functions and Tensor methods, derived from the op table
+
+FUNCTIONS = {}
+
+
+def _frontend(op):
+    if op.api is not None:
+        api = op.api
+
+        def f(*args, **kwargs):
+            return api(apply, *args, **kwargs)
+
+    elif op.nin == -1:
+
+        def f(tensors, *args, **kwargs):
+            if args:
+                kwargs["dim"] = args[0]
+            return apply(op, tensors, **kwargs)
+
+    else:
+        nin = op.nin
+
+        def f(*args, **kwargs):
+            if len(args) > nin:  # positional attributes (dim, ...) after the tensors
+                import inspect
+
+                params = [
+                    p
+                    for p in inspect.signature(op.forward).parameters.values()
+                    if p.kind is p.POSITIONAL_OR_KEYWORD
+                ][nin:]
+                for p, v in zip(params, args[nin:], strict=False):
+                    kwargs[p.name] = v
+                args = args[:nin]
+            return apply(op, *args, **kwargs)
+
+    f.__name__ = f.__qualname__ = op.name
+    f.__doc__ = f"torch.{op.name} (nautograd op {op.name}; backward {op.node_name})."
+    return f
+
+
+def _bind():
+    for op in OPS:
+        f = _frontend(op)
+        for name in op.functions:
+            FUNCTIONS[name] = f
+        for name in op.methods:
+            setattr(Tensor, name, f)
+        for name in op.dunders:
+            if name.startswith("__r") and name not in ("__rshift__",):
+
+                def reflected(self, other, f=f):
+                    return f(other, self)
+
+                setattr(Tensor, name, reflected)
+            else:
+                setattr(Tensor, name, f)
+
+
+_bind()
+
+
+# ---------------------------------------------------------------------------------------------
+# printing
+
+
+def _format_array(a):
+    if a.dtype.kind == "b":
+        body = np.array2string(a, separator=", ", formatter={"bool": lambda v: str(bool(v))})
+    elif a.dtype.kind == "f":
+        finite = a[np.isfinite(a)]
+        if finite.size and np.all(finite == np.round(finite)) and np.max(np.abs(finite)) < 1e8:
+
+            def fmt(v):
+                return f"{v:.0f}." if np.isfinite(v) else str(v)
+
+        else:
+            big = finite.size and (np.max(np.abs(finite)) >= 1e8 or
+                                   np.min(np.abs(finite[finite != 0]), initial=1) < 1e-4)
+
+            def fmt(v):
+                if not np.isfinite(v):
+                    return str(v)
+                return f"{v:.4e}" if big else f"{v:.4f}"
+
+        body = np.array2string(a, separator=", ", formatter={"float_kind": fmt},
+                               threshold=1000, edgeitems=3)
+    else:
+        body = np.array2string(a, separator=", ", threshold=1000)
+    return body.replace("\n", "\n       ")
+
+
+def _format(t):
+    a = t._data
+    extras = []
+    if a.dtype not in (float64, int64, bool_):
+        extras.append(f"dtype={dtype_name(a.dtype)}")
+    if a.size == 0 and a.ndim != 1:
+        extras.insert(0, f"size={tuple(a.shape)}")
+    if t._h >= 0:
+        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t._rg:
+        extras.append("requires_grad=True")
+    body = _format_array(a)
+    return "tensor(" + ", ".join([body] + extras) + ")"
