@@ -63,6 +63,8 @@ int = int32  # noqa: A001
 bool = bool_  # noqa: A001
 half = float16
 
+from .tensor import apply as tensor_apply  # noqa: E402  (run an Op record directly)
+
 globals().update(FUNCTIONS)
 
 __version__ = "0.1.0"

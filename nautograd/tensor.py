@@ -574,7 +574,8 @@ def apply(op, *args, **kwargs):
         return _wrap(np.asarray(result))
     tape = current_tape()
     tape.reserve(len(args) + 1)
-    f32 = dt == float32
+    outs = result if multi else (result,)
+    f32 = outs[0].dtype == float32  # a node computes in (and buffers) its result's dtype
     edges = []
     for x in args:
         if not isinstance(x, Tensor) or not x._rg:
@@ -588,7 +589,6 @@ def apply(op, *args, **kwargs):
             edges.append((tape.h2node[x._h], x._out))
         else:
             edges.append((_accumulator(tape, x), 0))
-    outs = result if multi else (result,)
     node = tape.record(op.opcode, f32, edges, [r.size for r in outs], saved, ip, fp)
     wrapped = []
     for k, r in enumerate(outs):

@@ -18,6 +18,10 @@ _RELEASED_MSG = (
 )
 
 
+_EMPTY64 = np.zeros(0, np.float64)
+_EMPTY32 = np.zeros(0, np.float32)
+
+
 def _as_tuple(x):
     if x is None:
         return None
@@ -104,6 +108,14 @@ def _execute(roots, grads, retain_graph, targets):
         off = buf_off[out_ptr[node] + k]
         G = G32 if flags[node] & F32 else G64
         G[off : off + g.size] += g
+    # A graph of one dtype passes the other dtype's (unused) arenas as empty arrays of its own
+    # dtype, so `run` is specialised -- and its kernels compiled -- only for dtypes in use:
+    # float32 kernels cost nothing until a float32 graph runs (~20 s of cold compile each).
+    V64, V32 = tape.v64, tape.v32
+    if not len(G32):
+        G32, V32 = _EMPTY64, _EMPTY64
+    elif not len(G64):
+        G64, V64 = _EMPTY32, _EMPTY32
     retain = bool(retain_graph)
     start = int(root_nodes.max()) if len(root_nodes) else -1
     skip_py = False
@@ -113,7 +125,7 @@ def _execute(roots, grads, retain_graph, targets):
             start, retain, state, buf_off, G64, G32, tape.op, flags, tape.edge_ptr,
             tape.edge_node, tape.edge_input_nr, out_ptr, tape.saved_ptr, tape.saved_off,
             tape.saved_addr, tape.iparam_ptr, tape.iparams, tape.fparam_ptr, tape.fparams,
-            tape.v64, tape.v32, skip_py,
+            V64, V32, skip_py,
         )
         if status == scheduler.DONE:
             break
@@ -135,7 +147,7 @@ def _execute(roots, grads, retain_graph, targets):
 
 def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
     """The gradient buffer of (node, output k) as an array of ``shape``, or None."""
-    if node < 0 or not state[node]:
+    if node < 0 or node >= len(state) or not state[node]:
         return None
     off = buf_off[tape.out_ptr[node] + k]
     G = G32 if tape.flags[node] & F32 else G64

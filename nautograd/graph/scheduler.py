@@ -128,7 +128,7 @@ def run(start, retain, state, buf_off, G64, G32, op, flags, edge_ptr, edge_node,
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 5e754fbe197781ba
+# sources hash: 0e743b5fa2caacc0
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg
@@ -180,7 +180,7 @@ _k52 = _OPS[51].backward  # unbind
 _k53 = _OPS[52].backward  # select
 
 
-@numba.njit(inline='always')
+@numba.njit
 def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
     if op == 1:
         if f32:

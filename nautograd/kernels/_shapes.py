@@ -51,9 +51,11 @@ def coalesce(out_shape, operand_strides):
     i = len(shape) - 1
     while i > 0:
         if all(st[i - 1] == st[i] * shape[i] for st in strides):
+            # dims i-1 and i walk memory as one dim of stride st[i]
             shape[i - 1] *= shape[i]
             del shape[i]
             for st in strides:
+                st[i - 1] = st[i]
                 del st[i]
         i -= 1
     return shape, strides

@@ -53,68 +53,68 @@ def _unary_op(name, f, d, low=-2.0, high=2.0, **kw):
     return defop(name, _unary_forward(f), backward, cases=cases, **kw)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_neg(x, result, p0, p1):
     return -1.0
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_abs(x, result, p0, p1):
     return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_sqrt(x, result, p0, p1):
     return 0.5 / result
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_exp(x, result, p0, p1):
     return result
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_log(x, result, p0, p1):
     return 1.0 / x
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_log1p(x, result, p0, p1):
     return 1.0 / (1.0 + x)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_expm1(x, result, p0, p1):
     return result + 1.0
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_sin(x, result, p0, p1):
     return math.cos(x)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_cos(x, result, p0, p1):
     return -math.sin(x)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_tanh(x, result, p0, p1):
     return 1.0 - result * result
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_sigmoid(x, result, p0, p1):
     return result * (1.0 - result)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_relu(x, result, p0, p1):
     # torch: threshold_backward(grad, result, 0): the gradient passes where result > 0
     return 1.0 if result > 0 else 0.0
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_softplus(x, result, p0, p1):
     # p0 = beta, p1 = threshold; d/dx log1p(exp(beta x))/beta = sigmoid(beta x)
     z = x * p0
@@ -126,7 +126,7 @@ def _d_softplus(x, result, p0, p1):
     return e / (1.0 + e)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_pow_scalar(x, result, p0, p1):
     # d/dx x**c = c x**(c-1); torch gives exactly 0 for c == 0
     if p0 == 0.0:
@@ -134,13 +134,13 @@ def _d_pow_scalar(x, result, p0, p1):
     return p0 * x ** (p0 - 1.0)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_rpow(x, result, p0, p1):
     # d/dy a**y = a**y log(a); p0 = a
     return result * math.log(p0)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _d_clamp(x, result, p0, p1):
     # torch: the gradient passes where min <= x <= max (both ends inclusive)
     return 1.0 if (x >= p0 and x <= p1) else 0.0
@@ -278,45 +278,33 @@ def _binary_kernel(name, partial):
         g = view(G, go[0], n)
         x = saved(V, so, sa, 0, nx)
         y = saved(V, so, sa, 1, ny)
-        wx = gi[0] >= 0
-        wy = gi[1] >= 0
-        grad_x = view(G, gi[0] if wx else go[0], nx)
-        grad_y = view(G, gi[1] if wy else go[0], ny)
-        if mode == 0:
-            for i in range(n):
-                dx, dy = partial(x[i], y[i])
-                if wx:
-                    grad_x[i] += g[i] * dx
-                if wy:
-                    grad_y[i] += g[i] * dy
-        elif mode == -1:
-            acc = 0.0
-            for i in range(n):
-                dx, dy = partial(x[i], y[0])
-                if wx:
-                    grad_x[i] += g[i] * dx
-                acc += g[i] * dy
-            if wy:
-                grad_y[0] += acc
-        elif mode == -2:
-            acc = 0.0
-            for i in range(n):
-                dx, dy = partial(x[0], y[i])
-                acc += g[i] * dx
-                if wy:
-                    grad_y[i] += g[i] * dy
-            if wx:
-                grad_x[0] += acc
-        else:
-            # accumulating at the broadcast offset sums the gradient over broadcast dims
+        if mode > 0:
             xo = bcast_offsets(ip, 4, mode, 0, n)
             yo = bcast_offsets(ip, 4, mode, 1, n)
-            for i in range(n):
-                dx, dy = partial(x[xo[i]], y[yo[i]])
-                if wx:
-                    grad_x[xo[i]] += g[i] * dx
-                if wy:
-                    grad_y[yo[i]] += g[i] * dy
+        else:
+            # same shapes (0), one-element y (-1) or x (-2): x at i * sx, y at i * sy
+            sx = 0 if mode == -2 else 1
+            sy = 0 if mode == -1 else 1
+            xo = np.empty(0, np.int64)
+            yo = xo
+        # one loop per input keeps each loop simple (no unswitching: compile time)
+        if gi[0] >= 0:
+            grad_x = view(G, gi[0], nx)
+            if mode <= 0:
+                for i in range(n):
+                    grad_x[i * sx] += g[i] * partial(x[i * sx], y[i * sy])[0]
+            else:
+                # accumulating at the broadcast offset sums over the broadcast dims
+                for i in range(n):
+                    grad_x[xo[i]] += g[i] * partial(x[xo[i]], y[yo[i]])[0]
+        if gi[1] >= 0:
+            grad_y = view(G, gi[1], ny)
+            if mode <= 0:
+                for i in range(n):
+                    grad_y[i * sy] += g[i] * partial(x[i * sx], y[i * sy])[1]
+            else:
+                for i in range(n):
+                    grad_y[yo[i]] += g[i] * partial(x[xo[i]], y[yo[i]])[1]
 
     backward.__name__ = backward.__qualname__ = f"{name}_backward"
     return kernel(backward)
@@ -349,17 +337,17 @@ def _binary_op(name, f, partial, save=True, cases=None, **kw):
     )
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _p_mul(x, y):
     return y, x
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _p_div(x, y):
     return 1.0 / y, -x / (y * y)
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _p_pow(x, y):
     # d/dx x**y = y x**(y-1); d/dy x**y = x**y log x, taken as 0 where x == 0 and y >= 0 (torch)
     dx = 0.0 if y == 0.0 else y * x ** (y - 1.0)
@@ -370,7 +358,7 @@ def _p_pow(x, y):
     return dx, dy
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _p_maximum(x, y):
     # torch splits the gradient evenly at ties
     if x > y:
@@ -380,7 +368,7 @@ def _p_maximum(x, y):
     return 0.5, 0.5
 
 
-@numba.njit(inline="always")
+@numba.njit
 def _p_minimum(x, y):
     if x < y:
         return 1.0, 0.0
@@ -426,8 +414,13 @@ pow_ = _binary_op(
     node_name="PowBackward1",
     cases=[Case(c.shapes, low=0.3, high=2.0) for c in _BINARY_CASES],
 )
-maximum = _binary_op("maximum", np.maximum, _p_maximum, methods=("maximum",), int_ok=True)
-minimum = _binary_op("minimum", np.minimum, _p_minimum, methods=("minimum",), int_ok=True)
+_TENSOR_CASES = [c for c in _BINARY_CASES if all(isinstance(s, tuple) for s in c.shapes)]
+maximum = _binary_op(
+    "maximum", np.maximum, _p_maximum, methods=("maximum",), int_ok=True, cases=_TENSOR_CASES
+)
+minimum = _binary_op(
+    "minimum", np.minimum, _p_minimum, methods=("minimum",), int_ok=True, cases=_TENSOR_CASES
+)
 
 
 @kernel
@@ -548,23 +541,38 @@ where = defop(
 
 def _to_forward(x, dtype):
     result = x.astype(dtype)
-    return result, (), (result.size,), ()
+    return result, (), (result.size, int(result.dtype == x.dtype)), ()
 
 
 @kernel
 def to_backward(G, G2, go, gi, V, so, sa, ip, fp):
-    # the only kernel that crosses dtypes: the input's gradient lives in the other arena
+    # the only kernel that crosses dtypes: a converted input's gradient lives in the other
+    # dtype's arena (ip[1] == 1: same dtype, no conversion)
     if gi[0] < 0:
         return
     n = ip[0]
     g = view(G, go[0], n)
-    grad_x = view(G2, gi[0], n)
-    for i in range(n):
-        grad_x[i] += g[i]
+    if ip[1]:
+        grad_x = view(G, gi[0], n)
+        for i in range(n):
+            grad_x[i] += g[i]
+    else:
+        grad_x2 = view(G2, gi[0], n)
+        for i in range(n):
+            grad_x2[i] += g[i]
 
 
 to_copy = defop(
-    "_to_copy", _to_forward, to_backward, node_name="ToCopyBackward0", functions=(), int_ok=True
+    "_to_copy",
+    _to_forward,
+    to_backward,
+    node_name="ToCopyBackward0",
+    functions=(),
+    int_ok=True,
+    cases=[
+        Case(((2, 3),), {"dtype": np.float32}),
+        Case(((2, 3),), {"dtype": np.float64}),
+    ],
 )
 
 

@@ -1,0 +1,77 @@
+"""Builds inputs for the op table's cases and maps each op to its torch reference."""
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import nautograd as ng
+from nautograd.kernels import OPS
+
+
+def _pow(x, exponent):
+    return torch.pow(x, exponent)
+
+
+# ops whose torch reference is not torch.<name>(*inputs, **kwargs)
+TORCH = {
+    "pow_scalar": lambda x, exponent: torch.pow(x, exponent),
+    "rpow": lambda y, base: torch.pow(base, y),
+    "view": lambda x, shape: x.view(shape),
+    "reshape": lambda x, shape: torch.reshape(x, shape),
+    "where": lambda x, y, condition: torch.where(condition, x, y),
+    "softplus": lambda x, **kw: F.softplus(x, **kw),
+    "_to_copy": lambda x, dtype: x.to(dtype),
+    "cat": lambda *xs, **kw: torch.cat(xs, **kw),
+    "stack": lambda *xs, **kw: torch.stack(xs, **kw),
+    "permute": lambda x, dims: torch.permute(x, dims),
+}
+
+DIFFERENTIABLE = [op for op in OPS if op.backward is not None]
+CASES = [(op, i, case) for op in OPS for i, case in enumerate(op.cases)]
+
+
+def case_id(val):
+    if isinstance(val, tuple) and len(val) == 3:
+        op, i, _ = val
+        return f"{op.name}-{i}"
+    return None
+
+
+def make_inputs(case, rng, dtype=np.float64):
+    """numpy inputs (arrays, or Python numbers) and numpy kwargs for a case."""
+    arrays = []
+    for s in case.shapes:
+        if isinstance(s, (int, float)) and not isinstance(s, bool):
+            arrays.append(s)
+        else:
+            arrays.append(rng.uniform(case.low, case.high, size=s).astype(dtype))
+    kwargs = {}
+    for k, v in case.kwargs.items():
+        if isinstance(v, str) and v.startswith("mask("):
+            shape = eval("(" + v[5:-1] + ",)")
+            v = rng.random(shape) > 0.5
+        kwargs[k] = v
+    return arrays, kwargs
+
+
+def run_ng(op, arrays, kwargs, requires_grad=True):
+    inputs = [
+        ng.tensor(a, requires_grad=requires_grad) if isinstance(a, np.ndarray) else a
+        for a in arrays
+    ]
+    kw = {k: (ng.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
+    args = (inputs,) if op.nin == -1 else inputs
+    out = ng.tensor_apply(op, *args, **kw)
+    return inputs, out
+
+
+def run_torch(op, arrays, kwargs, requires_grad=True):
+    inputs = [
+        torch.tensor(a, requires_grad=requires_grad) if isinstance(a, np.ndarray) else a
+        for a in arrays
+    ]
+    kw = {k: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
+    if "dtype" in kw:
+        kw["dtype"] = getattr(torch, np.dtype(kw["dtype"]).name)
+    f = TORCH.get(op.name) or getattr(torch, op.name)
+    return inputs, f(*inputs, **kw)

@@ -1,0 +1,119 @@
+"""Op-table-driven tests: every case of every op, against torch and finite differences."""
+
+import numpy as np
+import pytest
+import torch
+
+import nautograd as ng
+from op_cases import CASES, case_id, make_inputs, run_ng, run_torch
+
+
+def _outputs(out):
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+def _float_inputs(inputs):
+    return [t for t in inputs if isinstance(t, ng.Tensor) and t.requires_grad]
+
+
+@pytest.mark.parametrize("op,i,case", CASES, ids=[case_id(c) for c in CASES])
+def test_forward_and_vjp_match_torch(op, i, case, rng):
+    arrays, kwargs = make_inputs(case, rng)
+    ours_in, ours = run_ng(op, arrays, kwargs)
+    ref_in, ref = run_torch(op, arrays, kwargs)
+    ours_out, ref_out = _outputs(ours), _outputs(ref)
+    assert len(ours_out) == len(ref_out)
+    for a, b in zip(ours_out, ref_out, strict=True):
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+    if not op.differentiable:
+        assert not any(o.requires_grad for o in ours_out)
+        return
+    # a random cotangent per output (a .sum() would hide transposition bugs)
+    cot = [rng.standard_normal(o.shape) for o in ours_out]
+    ours_g = ng.autograd.grad(ours_out, _float_inputs(ours_in),
+                              [ng.tensor(c) for c in cot], allow_unused=True)
+    ref_leaves = [t for t in ref_in if isinstance(t, torch.Tensor)]
+    ref_g = torch.autograd.grad(ref_out, ref_leaves, [torch.tensor(c) for c in cot],
+                                allow_unused=True)
+    for a, b in zip(ours_g, ref_g, strict=True):
+        if b is None:
+            assert a is None or not np.any(a.numpy())
+            continue
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-11)
+
+
+@pytest.mark.parametrize(
+    "op,i,case", [c for c in CASES if c[0].differentiable], ids=case_id
+)
+def test_gradcheck_finite_differences(op, i, case, rng):
+    arrays, kwargs = make_inputs(case, rng)
+    ours_in, ours = run_ng(op, arrays, kwargs)
+    outs = _outputs(ours)
+    if any(o.dtype != np.float64 for o in outs):
+        pytest.skip("finite differences need a float64 result (torch parity covers casts)")
+    cot = [rng.standard_normal(o.shape) for o in outs]
+    leaves = _float_inputs(ours_in)
+    analytic = ng.autograd.grad(outs, leaves, [ng.tensor(c) for c in cot], allow_unused=True)
+
+    def objective(arrs):
+        with ng.no_grad():
+            _, out = run_ng(op, arrs, kwargs, requires_grad=False)
+        return sum(float(np.sum(o.numpy() * c)) for o, c in zip(_outputs(out), cot,
+                                                                 strict=True))
+
+    eps = 1e-6
+    k = 0
+    for j, a in enumerate(arrays):
+        if not isinstance(a, np.ndarray):
+            continue
+        num = np.zeros(a.shape)
+        for idx in np.ndindex(a.shape):
+            plus = [x.copy() if isinstance(x, np.ndarray) else x for x in arrays]
+            minus = [x.copy() if isinstance(x, np.ndarray) else x for x in arrays]
+            plus[j][idx] += eps
+            minus[j][idx] -= eps
+            num[idx] = (objective(plus) - objective(minus)) / (2 * eps)
+        got = analytic[k].numpy() if analytic[k] is not None else np.zeros(a.shape)
+        np.testing.assert_allclose(got, num, rtol=1e-5, atol=1e-6)
+        k += 1
+
+
+@pytest.mark.parametrize(
+    "op,i,case", [c for c in CASES if c[0].differentiable], ids=case_id
+)
+def test_float32_matches_float64(op, i, case, rng):
+    arrays, kwargs = make_inputs(case, rng)
+    arrays32 = [a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in arrays]
+    arrays64 = [a.astype(np.float64) if isinstance(a, np.ndarray) else a for a in arrays32]
+    in32, out32 = run_ng(op, arrays32, kwargs)
+    in64, out64 = run_ng(op, arrays64, kwargs)
+    outs32, outs64 = _outputs(out32), _outputs(out64)
+    for a, b in zip(outs32, outs64, strict=True):
+        if kwargs.get("dtype") is None:
+            assert a.dtype == np.float32
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=2e-5,
+                                   atol=2e-5)
+    cot = [rng.standard_normal(o.shape) for o in outs64]
+    g32 = ng.autograd.grad(outs32, _float_inputs(in32),
+                           [ng.tensor(c).to(o.dtype) for c, o in zip(cot, outs32, strict=True)],
+                           allow_unused=True)
+    g64 = ng.autograd.grad(outs64, _float_inputs(in64), [ng.tensor(c) for c in cot],
+                           allow_unused=True)
+    for a, b in zip(g32, g64, strict=True):
+        if b is None:
+            continue
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_every_op_has_cases_and_public_names():
+    from nautograd.kernels import OPS
+
+    for op in OPS:
+        assert op.cases, f"op {op.name} has no test cases"
+        for name in op.functions:
+            assert callable(getattr(ng, name)), name
+        for name in op.methods:
+            assert callable(getattr(ng.Tensor, name)), name
