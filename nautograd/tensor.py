@@ -560,7 +560,15 @@ def apply(op, *args, **kwargs):
         if a is None:
             arrays[k] = np.asarray(args[k], dtype=dt)
         elif a.dtype != dt:
-            arrays[k] = a.astype(dt)
+            x = args[k]
+            if isinstance(x, Tensor) and x._rg and op.differentiable and is_grad_enabled():
+                # a recorded cast: every other kernel reads and writes one dtype's arena
+                if not isinstance(args, list):
+                    args = list(args)
+                args[k] = x = apply(_TO_COPY, x, dtype=dt)
+                arrays[k] = x._data
+            else:
+                arrays[k] = a.astype(dt)
     result, saved, ip, fp = op.forward(*arrays, **kwargs)
     multi = isinstance(result, tuple)
     record = (
@@ -616,6 +624,7 @@ def _accumulator(tape, leaf):
 # the public op functions and Tensor methods, derived from the op table
 
 FUNCTIONS = {}
+_TO_COPY = OP_BY_NAME["_to_copy"]
 
 
 def _frontend(op):

@@ -271,11 +271,9 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
         g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
         if g is None:
             if not allow_unused:
+                # torch 2.13's text (older releases said "One of the differentiated Tensors")
                 raise RuntimeError(
                     f"The differentiated Tensor at index {i} appears to not have been used in "
-                    "the graph. Set allow_unused=True if this is the desired behavior."
-                    if len(targets) > 1
-                    else "One of the differentiated Tensors appears to not have been used in "
                     "the graph. Set allow_unused=True if this is the desired behavior."
                 )
             result.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)

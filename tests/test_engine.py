@@ -1,0 +1,536 @@
+"""Engine behaviour as named scenarios (reference/pytorch_autograd.md sections B, C, 2, 3)."""
+
+import gc
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import nautograd as ng
+
+
+def close(a, b, tol=1e-12):
+    a = a.detach().numpy() if isinstance(a, ng.Tensor) else np.asarray(a)
+    b = b.detach().numpy() if isinstance(b, torch.Tensor) else np.asarray(b)
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_fan_out_sums_gradients_from_every_consumer():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    y = (x.exp() + x.sin() + x * 3.0).sum()
+    y.backward()
+    close(x.grad, np.exp([1.0, 2.0]) + np.cos([1.0, 2.0]) + 3.0)
+
+
+def test_x_times_x_accumulates_both_edges():
+    x = ng.tensor([3.0, -1.0], requires_grad=True)
+    (x * x).sum().backward()
+    close(x.grad, [6.0, -2.0])
+
+
+def test_diamond_graph_matches_torch():
+    def f(lib, x):
+        a = x.sin()
+        b = a * x
+        c = a.exp() + b
+        return (c * b).sum()
+
+    x = ng.tensor([0.3, -0.7, 1.1], requires_grad=True)
+    tx = torch.tensor([0.3, -0.7, 1.1], dtype=torch.float64, requires_grad=True)
+    f(ng, x).backward()
+    f(torch, tx).backward()
+    close(x.grad, tx.grad)
+
+
+def test_unused_input_gives_none_with_allow_unused():
+    x = ng.tensor([1.0], requires_grad=True)
+    y = ng.tensor([2.0], requires_grad=True)
+    gx, gy = ng.autograd.grad((x * 2).sum(), [x, y], allow_unused=True)
+    close(gx, [2.0])
+    assert gy is None
+
+
+def test_unused_input_raises_torch_text():
+    x = ng.tensor([1.0], requires_grad=True)
+    y = ng.tensor([2.0], requires_grad=True)
+    with pytest.raises(RuntimeError) as err:
+        ng.autograd.grad((x * 2).sum(), [x, y])
+    assert str(err.value) == (
+        "The differentiated Tensor at index 1 appears to not have been used in the graph. "
+        "Set allow_unused=True if this is the desired behavior."
+    )
+
+
+def test_materialize_grads_gives_zeros():
+    x = ng.tensor([1.0], requires_grad=True)
+    y = ng.tensor([2.0, 3.0], requires_grad=True)
+    gx, gy = ng.autograd.grad((x * 2).sum(), [x, y], materialize_grads=True)
+    close(gy, [0.0, 0.0])
+    with pytest.raises(ValueError, match="Expected allow_unused to be True"):
+        ng.autograd.grad((x * 2).sum(), [x], materialize_grads=True, allow_unused=False)
+
+
+def test_grad_does_not_touch_dot_grad():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    (g,) = ng.autograd.grad((x * x).sum(), [x])
+    close(g, [2.0, 4.0])
+    assert x.grad is None
+
+
+def test_grad_with_respect_to_intermediate():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 3.0
+    y = (h * h).sum()
+    (gh,) = ng.autograd.grad(y, [h])
+    close(gh, [6.0, 12.0])
+
+
+def test_backward_inputs_restricts_which_leaves_get_grad():
+    x = ng.tensor([1.0], requires_grad=True)
+    y = ng.tensor([2.0], requires_grad=True)
+    (x * y).sum().backward(inputs=[y])
+    assert x.grad is None
+    close(y.grad, [1.0])
+    z = (x * y).sum()
+    z.backward(inputs=x)
+    close(x.grad, [2.0])
+    with pytest.raises(RuntimeError, match="cannot be empty"):
+        (x * y).sum().backward(inputs=[])
+
+
+def test_backward_inputs_nonleaf_gets_grad():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2.0
+    (h * h).sum().backward(inputs=[h])
+    close(h.grad, [4.0, 8.0])
+    assert x.grad is None
+
+
+def test_unreachable_backward_input_stays_none():
+    x = ng.tensor([1.0], requires_grad=True)
+    w = ng.tensor([1.0], requires_grad=True)
+    (x * 2).sum().backward(inputs=[x, w])
+    assert w.grad is None
+
+
+def test_second_backward_raises_unless_retain_graph():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    y = (x * x).sum()
+    y.backward(retain_graph=True)
+    y.backward()
+    close(x.grad, [4.0, 8.0])
+    with pytest.raises(RuntimeError) as err:
+        y.backward()
+    assert str(err.value).startswith("Trying to backward through the graph a second time")
+    assert "Specify retain_graph=True" in str(err.value)
+
+
+def test_graph_without_saved_values_runs_twice():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    y = (x + 1).sum()
+    y.backward()
+    y.backward()
+    close(x.grad, [2.0, 2.0])
+
+
+def test_accumulation_across_two_backward_calls_is_in_place():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    (x * 2).sum().backward()
+    first = x.grad
+    (x * 3).sum().backward()
+    assert x.grad is first
+    close(first, [5.0, 5.0])
+
+
+def test_first_grad_does_not_alias_user_gradient():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    g = ng.tensor([1.0, 1.0])
+    x.backward(g)
+    g.numpy()[:] = 100.0
+    close(x.grad, [1.0, 1.0])
+    x.grad.numpy()[:] = 7.0
+    close(g, [100.0, 100.0])
+
+
+def test_leaf_root_backward():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    x.backward(ng.tensor([3.0, 4.0]))
+    close(x.grad, [3.0, 4.0])
+
+
+def test_multi_root_backward_sums_and_duplicate_root_counts_twice():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    a = (x * x).sum()
+    b = (x * 3.0).sum()
+    ng.autograd.backward([a, b])
+    close(x.grad, [5.0, 7.0])
+    x.grad = None
+    c = (x * 2.0).sum()
+    ng.autograd.backward([c, c])
+    close(x.grad, [4.0, 4.0])
+
+
+def test_retain_grad_accumulates_on_nonleaf():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2.0
+    h.retain_grad()
+    assert h.retains_grad
+    y = (h * h).sum()
+    y.backward(retain_graph=True)
+    close(h.grad, [4.0, 8.0])
+    y.backward()
+    close(h.grad, [8.0, 16.0])
+    x.retain_grad()  # a no-op on leaves
+    assert not x.retains_grad
+
+
+def test_nonleaf_grad_access_warns():
+    x = ng.tensor([1.0], requires_grad=True)
+    h = x * 2
+    with pytest.warns(UserWarning, match="is not a leaf Tensor"):
+        assert h.grad is None
+
+
+def test_non_scalar_root_without_gradient_raises():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="^grad can be implicitly created only for scalar outputs$"):
+        (x * 2).backward()
+
+
+def test_one_element_root_of_shape_1_is_fine():
+    x = ng.tensor([3.0], requires_grad=True)
+    (x * 2).backward()
+    close(x.grad, [2.0])
+
+
+def test_root_not_requiring_grad_raises():
+    with pytest.raises(RuntimeError) as err:
+        ng.ones(2).sum().backward()
+    assert str(err.value) == "element 0 of tensors does not require grad and does not have a grad_fn"
+    x = ng.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="^element 1 of tensors"):
+        ng.autograd.backward([(x * 2).sum(), ng.ones(1).sum()])
+
+
+def test_gradient_shape_mismatch_raises_torch_text():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError) as err:
+        ng.autograd.grad(x * 2, x, ng.ones(3))
+    assert str(err.value) == (
+        "Mismatch in shape: grad_output[0] has a shape of torch.Size([3]) and output[0] has a "
+        "shape of torch.Size([2])."
+    )
+
+
+def test_broadcast_failure_names_op_and_shapes():
+    with pytest.raises(RuntimeError) as err:
+        ng.ones(2, 3) + ng.ones(4)
+    msg = str(err.value)
+    assert "add" in msg and "(2, 3)" in msg and "(4,)" in msg
+    with pytest.raises(RuntimeError, match=r"matmul.*\(2, 3\).*\(2, 3\)"):
+        ng.ones(2, 3) @ ng.ones(2, 3)
+
+
+def test_grad_requires_inputs_that_require_grad():
+    x = ng.tensor([1.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        ng.autograd.grad((x * 2).sum(), [ng.ones(1)])
+    with pytest.raises(RuntimeError, match="cannot be empty"):
+        ng.autograd.grad((x * 2).sum(), [])
+
+
+def test_multi_output_op_partial_use():
+    x = ng.tensor([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]], requires_grad=True)
+    a, b, c = x.unbind(0)
+    (b * 2.0).sum().backward()
+    close(x.grad, [[0, 0], [2, 2], [0, 0]])
+
+
+def test_execution_order_is_the_ready_heap_order():
+    # torch: for c=b.sin(); d=a.cos(); out=c*d the order is out, d, acc(a), c, acc(b)
+    order = []
+    b = ng.tensor([0.5], requires_grad=True)
+    a = ng.tensor([0.25], requires_grad=True)
+    c = b.sin()
+    d = a.cos()
+    c.register_hook(lambda g: order.append("c"))
+    d.register_hook(lambda g: order.append("d"))
+    (c * d).sum().backward()
+    assert order == ["d", "c"]
+
+
+def test_tensor_hook_replaces_gradient():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 1.0
+    handle = h.register_hook(lambda g: g * 10)
+    (h * 2).sum().backward()
+    close(x.grad, [20.0, 20.0])
+    handle.remove()
+    handle.remove()
+    x.grad = None
+    h = x * 1.0
+    (h * 2).sum().backward()
+    close(x.grad, [2.0, 2.0])
+    leaf = ng.tensor([1.0], requires_grad=True)
+    leaf.register_hook(lambda g: g + 1)
+    (leaf * 3).sum().backward()
+    close(leaf.grad, [4.0])
+    with pytest.raises(RuntimeError, match="doesn't require gradient"):
+        ng.ones(1).register_hook(lambda g: g)
+
+
+def test_mixed_dtype_graph_gives_grads_in_each_leaf_dtype():
+    w = ng.tensor([1.0, 2.0], dtype=ng.float32, requires_grad=True)
+    x = ng.tensor([3.0, 4.0], requires_grad=True)
+    y = (w * x).sum()
+    assert y.dtype == np.float64
+    y.backward()
+    assert w.grad.dtype == np.float32 and x.grad.dtype == np.float64
+    close(w.grad, [3.0, 4.0])
+    close(x.grad, [1.0, 2.0])
+
+
+def test_float32_graph():
+    w = ng.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=ng.float32, requires_grad=True)
+    v = ng.tensor([0.5, -1.0], dtype=ng.float32)
+    loss = (w @ v).tanh().sum()
+    loss.backward()
+    tw = torch.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+    (tw @ torch.tensor([0.5, -1.0])).tanh().sum().backward()
+    assert w.grad.dtype == np.float32
+    close(w.grad, tw.grad, tol=1e-6)
+
+
+def test_maximum_splits_gradient_at_ties_as_torch():
+    x = ng.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    y = ng.tensor([1.0, 1.0, 4.0], requires_grad=True)
+    ng.maximum(x, y).sum().backward()
+    close(x.grad, [0.5, 1.0, 0.0])
+    close(y.grad, [0.5, 0.0, 1.0])
+
+
+def test_relu_abs_clamp_kinks_follow_torch():
+    vals = [-1.0, 0.0, 1.0]
+    for f in (lambda t: t.relu(), lambda t: t.abs(), lambda t: t.clamp(0.0, 1.0)):
+        x = ng.tensor(vals, requires_grad=True)
+        tx = torch.tensor(vals, dtype=torch.float64, requires_grad=True)
+        f(x).sum().backward()
+        f(tx).sum().backward()
+        close(x.grad, tx.grad)
+
+
+def test_pow_at_zero_follows_torch():
+    for expo in (0.0, 2.0, 0.5):
+        x = ng.tensor([0.0, 1.0], requires_grad=True)
+        tx = torch.tensor([0.0, 1.0], dtype=torch.float64, requires_grad=True)
+        (x**expo).sum().backward()
+        (tx**expo).sum().backward()
+        close(x.grad, tx.grad)
+    x = ng.tensor([0.0, 2.0], requires_grad=True)
+    y = ng.tensor([2.0, 0.0], requires_grad=True)
+    tx = torch.tensor([0.0, 2.0], dtype=torch.float64, requires_grad=True)
+    ty = torch.tensor([2.0, 0.0], dtype=torch.float64, requires_grad=True)
+    (x**y).sum().backward()
+    (tx**ty).sum().backward()
+    close(x.grad, tx.grad)
+    close(y.grad, ty.grad)
+
+
+def test_grad_fn_names_and_repr():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    assert repr(x) == "tensor([1., 2.], requires_grad=True)"
+    assert repr(x * 2) == "tensor([2., 4.], grad_fn=<MulBackward0>)"
+    assert repr(ng.tensor(3.5)) == "tensor(3.5000)"
+    assert repr(ng.tensor([1, 2])) == "tensor([1, 2])"
+    assert (x**2).grad_fn.name() == "PowBackward0"
+    assert (2**x).grad_fn.name() == "PowBackward2"
+    assert (x**x).grad_fn.name() == "PowBackward1"
+    assert x.sum().grad_fn.name() == "SumBackward0"
+    assert x.clone().grad_fn.name() == "CloneBackward0"
+    assert x.grad_fn is None and x.is_leaf and not (x * 2).is_leaf
+    (fn, nr), = (x * 2).grad_fn.next_functions[:1]
+    assert fn.name() == "torch::autograd::AccumulateGrad" and fn.variable is x and nr == 0
+
+
+def test_requires_grad_rules():
+    with pytest.raises(RuntimeError, match="^only Tensors of floating point dtype"):
+        ng.tensor([1, 2], requires_grad=True)
+    x = ng.tensor([1.0], requires_grad=True)
+    h = x * 2
+    with pytest.raises(RuntimeError, match="you can only change requires_grad flags of leaf"):
+        h.requires_grad_(False)
+    assert h.requires_grad_() is h
+    assert not (ng.ones(2) + ng.ones(2)).requires_grad
+    assert (ng.ones(2) + x).requires_grad
+
+
+def test_detach_shares_memory_and_is_a_leaf():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 2
+    d = h.detach()
+    assert d.is_leaf and not d.requires_grad
+    d.numpy()[0] = 9.0
+    assert h.detach().numpy()[0] == 9.0
+    h.detach_()
+    assert h.is_leaf and not h.requires_grad
+
+
+def test_numpy_interop():
+    a = np.array([1.0, 2.0])
+    t = ng.from_numpy(a)
+    a[0] = 5.0
+    assert t[0].item() == 5.0
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    r = np.array([3.0, 4.0]) * x
+    assert isinstance(r, ng.Tensor) and r.requires_grad
+    r.sum().backward()
+    close(x.grad, [3.0, 4.0])
+    with pytest.raises(RuntimeError, match="Can't call numpy\\(\\) on Tensor that requires grad"):
+        x.numpy()
+    assert np.asarray(x.detach()).shape == (2,)
+    assert (2.0 - x).requires_grad and isinstance(np.float64(2.0) * x, ng.Tensor)
+
+
+def test_dtype_promotion_follows_torch():
+    f32 = ng.ones(2, dtype=ng.float32)
+    f64 = ng.ones(2)
+    assert (f32 * 2.0).dtype == np.float32
+    assert (f32 * f64).dtype == np.float64
+    assert (f32 * ng.tensor(2.0)).dtype == np.float32  # a 0-dim tensor does not promote
+    assert (ng.tensor([1, 2]) * 2.5).dtype == np.float64
+    assert (ng.tensor([1, 2]) + 1).dtype == np.int64
+    assert (ng.tensor([1, 2]) < 2).dtype == np.bool_
+    assert ng.tensor([1, 2]).exp().dtype == np.float64
+
+
+def test_sgd_update_under_no_grad_bumps_version():
+    p = ng.tensor([1.0, 2.0], requires_grad=True)
+    (p * p).sum().backward()
+    v = p._version
+    with ng.no_grad():
+        p -= 0.1 * p.grad
+    assert p.is_leaf and p.requires_grad and p._version == v + 1
+    close(p, [0.8, 1.6])
+    p.grad = None
+    with ng.no_grad():
+        p.add_(ng.ones(2), alpha=2).mul_(0.5)
+        p.sub_(ng.ones(2)).zero_()
+        p.copy_(ng.tensor([3.0, 4.0]))
+    close(p, [3.0, 4.0])
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation."):
+        p.add_(1.0)
+
+
+def test_grad_assignment_checks():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    with pytest.raises(RuntimeError, match="attempting to assign a gradient of size"):
+        x.grad = ng.ones(3)
+    with pytest.raises(TypeError, match="assigned grad expected to be a Tensor or None"):
+        x.grad = 3
+    with pytest.raises(RuntimeError, match="can't assign Variable as its own grad"):
+        x.grad = x
+    x.grad = ng.ones(2)
+    del x.grad
+    assert x.grad is None
+
+
+def test_grad_modes():
+    x = ng.tensor([1.0], requires_grad=True)
+    with ng.no_grad():
+        assert not (x * 2).requires_grad
+        with ng.enable_grad():
+            assert (x * 2).requires_grad
+    with ng.set_grad_enabled(False):
+        assert not ng.is_grad_enabled()
+    assert ng.is_grad_enabled()
+    ng.set_grad_enabled(False)
+    assert not ng.is_grad_enabled()
+    ng.set_grad_enabled(True)
+    with ng.inference_mode():
+        assert not (x * 2).requires_grad
+
+    @ng.no_grad()
+    def f():
+        return x * 2
+
+    @ng.no_grad
+    def g():
+        return x * 2
+
+    assert not f().requires_grad and not g().requires_grad
+
+    @ng.no_grad()
+    def gen():
+        yield (x * 2).requires_grad
+        yield (x * 2).requires_grad
+
+    it = gen()
+    assert next(it) is False
+    assert ng.is_grad_enabled()  # the caller's mode is back between yields
+    assert next(it) is False
+
+
+def test_grad_mode_is_thread_local():
+    seen = []
+
+    def worker():
+        seen.append(ng.is_grad_enabled())
+
+    with ng.no_grad():
+        t = threading.Thread(target=worker)
+        t.start()
+        t.join()
+    assert seen == [True]
+
+
+def test_two_threads_independent_backward():
+    results = {}
+
+    def worker(k):
+        for _ in range(200):
+            x = ng.tensor([float(k), 2.0], requires_grad=True)
+            y = (x * x * float(k)).exp().log().sum()
+            y.backward()
+        results[k] = x.grad.numpy().copy()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    close(results[1], [2.0, 4.0])
+    close(results[2], [8.0, 8.0])
+
+
+def test_training_loop_keeps_tape_bounded():
+    from nautograd.graph.tape import current_tape
+
+    ng.manual_seed(0)
+    w = ng.randn(4, 3, requires_grad=True)
+    b = ng.zeros(3, requires_grad=True)
+    x = ng.randn(8, 4)
+    sizes = []
+    for step in range(10_000):
+        loss = ((x @ w + b).tanh() ** 2).mean()
+        loss.backward()
+        with ng.no_grad():
+            w -= 0.01 * w.grad
+            b -= 0.01 * b.grad
+        w.grad = None
+        b.grad = None
+        if step % 1000 == 999:
+            sizes.append(current_tape().n)
+    assert max(sizes) < 2048, sizes
+
+
+def test_graph_released_memory_after_backward():
+    from nautograd.graph.tape import current_tape
+
+    x = ng.randn(100, 100, requires_grad=True)
+    y = (x * x).sum()
+    tape = current_tape()
+    y.backward()
+    assert all(tape.obj[n] is None for n in range(tape.n) if not tape.flags[n] & 8)
+    del y
+    gc.collect()
