@@ -1,9 +1,9 @@
 """nautograd: PyTorch's autograd engine rebuilt in Python on Numba.
 
-    import nautograd as ng
-    x = ng.tensor([1.0, 2.0, 3.0], requires_grad=True)
-    y = (x.exp() * x).sum()
-    y.backward()            # x.grad
+import nautograd as ng
+x = ng.tensor([1.0, 2.0, 3.0], requires_grad=True)
+y = (x.exp() * x).sum()
+y.backward()            # x.grad
 """
 
 from . import _numba_setup  # noqa: F401  (cache directory before any cached module)
@@ -11,8 +11,10 @@ from .graph import _codegen
 
 _codegen.ensure_fresh()
 
-from . import autograd  # noqa: E402  (autograd before tensor: see tensor.py imports)
-from . import nn  # noqa: E402
+from . import (
+    autograd,  # noqa: E402  (autograd before tensor: see tensor.py imports)
+    nn,  # noqa: E402
+)
 from .autograd.grad_mode import (  # noqa: E402
     enable_grad,
     inference_mode,

@@ -75,8 +75,13 @@ def empty(*size, dtype=None, requires_grad=False):
 
 def full(size, fill_value, dtype=None, requires_grad=False):
     if dtype is None:
-        dtype = (np.bool_ if isinstance(fill_value, bool) else
-                 np.int64 if isinstance(fill_value, numbers.Integral) else _DEFAULT_FLOAT)
+        dtype = (
+            np.bool_
+            if isinstance(fill_value, bool)
+            else np.int64
+            if isinstance(fill_value, numbers.Integral)
+            else _DEFAULT_FLOAT
+        )
     return _leaf(np.full(_shape((size,)), fill_value, np.dtype(dtype)), requires_grad)
 
 

@@ -27,8 +27,17 @@ bool_ = np.dtype(np.bool_)
 
 _GRAD_DTYPES = (float32, float64)
 _DEFAULT_FLOAT = float64
-_NAMES = {float32: "float32", float64: "float64", float16: "float16", int64: "int64",
-          int32: "int32", int16: "int16", int8: "int8", uint8: "uint8", bool_: "bool"}
+_NAMES = {
+    float32: "float32",
+    float64: "float64",
+    float16: "float16",
+    int64: "int64",
+    int32: "int32",
+    int16: "int16",
+    int8: "int8",
+    uint8: "uint8",
+    bool_: "bool",
+}
 
 
 def dtype_name(dt):
@@ -60,8 +69,20 @@ class Tensor:
     grad gets an AccumulateGrad node on first use.
     """
 
-    __slots__ = ("_data", "_rg", "_tape", "_h", "_out", "_grad", "_acc_tape", "_acc_h", "_vc",
-                 "_retains", "_hooks", "__weakref__")
+    __slots__ = (
+        "_data",
+        "_rg",
+        "_tape",
+        "_h",
+        "_out",
+        "_grad",
+        "_acc_tape",
+        "_acc_h",
+        "_vc",
+        "_retains",
+        "_hooks",
+        "__weakref__",
+    )
     __array_priority__ = 1000
     __array_ufunc__ = None  # numpy operators defer to Tensor's reflected methods
 
@@ -332,9 +353,7 @@ class Tensor:
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(
-                f"Boolean value of Tensor with more than one value is ambiguous"
-            )
+            raise RuntimeError("Boolean value of Tensor with more than one value is ambiguous")
         return bool(self._data)
 
     def __float__(self):
@@ -355,9 +374,7 @@ class Tensor:
             index = (index,)
         if all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in index):
             if len(index) > self.ndim:
-                raise IndexError(
-                    f"too many indices for tensor of dimension {self.ndim}"
-                )
+                raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
             result = self
             for i in index:
                 result = result.select(0, int(i))
@@ -514,8 +531,12 @@ def _promote(arrays, numbers_):
         if result is None or _KIND[z.kind] > _KIND[result.kind]:
             result = z
     if numbers_:
-        cat = max(2 if isinstance(n, numbers.Real) and not isinstance(n, numbers.Integral)
-                  else (0 if isinstance(n, bool) else 1) for n in numbers_)
+        cat = max(
+            2
+            if isinstance(n, numbers.Real) and not isinstance(n, numbers.Integral)
+            else (0 if isinstance(n, bool) else 1)
+            for n in numbers_
+        )
         if result is None or cat > _KIND[result.kind]:
             result = (bool_, int64, _DEFAULT_FLOAT)[cat]
     return result
@@ -699,16 +720,19 @@ def _format_array(a):
                 return f"{v:.0f}." if np.isfinite(v) else str(v)
 
         else:
-            big = finite.size and (np.max(np.abs(finite)) >= 1e8 or
-                                   np.min(np.abs(finite[finite != 0]), initial=1) < 1e-4)
+            big = finite.size and (
+                np.max(np.abs(finite)) >= 1e8
+                or np.min(np.abs(finite[finite != 0]), initial=1) < 1e-4
+            )
 
             def fmt(v):
                 if not np.isfinite(v):
                     return str(v)
                 return f"{v:.4e}" if big else f"{v:.4f}"
 
-        body = np.array2string(a, separator=", ", formatter={"float_kind": fmt},
-                               threshold=1000, edgeitems=3)
+        body = np.array2string(
+            a, separator=", ", formatter={"float_kind": fmt}, threshold=1000, edgeitems=3
+        )
     else:
         body = np.array2string(a, separator=", ", threshold=1000)
     return body.replace("\n", "\n       ")

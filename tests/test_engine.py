@@ -194,7 +194,9 @@ def test_nonleaf_grad_access_warns():
 
 def test_non_scalar_root_without_gradient_raises():
     x = ng.tensor([1.0, 2.0], requires_grad=True)
-    with pytest.raises(RuntimeError, match="^grad can be implicitly created only for scalar outputs$"):
+    with pytest.raises(
+        RuntimeError, match="^grad can be implicitly created only for scalar outputs$"
+    ):
         (x * 2).backward()
 
 
@@ -207,7 +209,9 @@ def test_one_element_root_of_shape_1_is_fine():
 def test_root_not_requiring_grad_raises():
     with pytest.raises(RuntimeError) as err:
         ng.ones(2).sum().backward()
-    assert str(err.value) == "element 0 of tensors does not require grad and does not have a grad_fn"
+    assert (
+        str(err.value) == "element 0 of tensors does not require grad and does not have a grad_fn"
+    )
     x = ng.tensor([1.0], requires_grad=True)
     with pytest.raises(RuntimeError, match="^element 1 of tensors"):
         ng.autograd.backward([(x * 2).sum(), ng.ones(1).sum()])
@@ -349,7 +353,7 @@ def test_grad_fn_names_and_repr():
     assert x.sum().grad_fn.name() == "SumBackward0"
     assert x.clone().grad_fn.name() == "CloneBackward0"
     assert x.grad_fn is None and x.is_leaf and not (x * 2).is_leaf
-    (fn, nr), = (x * 2).grad_fn.next_functions[:1]
+    ((fn, nr),) = (x * 2).grad_fn.next_functions[:1]
     assert fn.name() == "torch::autograd::AccumulateGrad" and fn.variable is x and nr == 0
 
 
@@ -418,7 +422,10 @@ def test_sgd_update_under_no_grad_bumps_version():
         p.sub_(ng.ones(2)).zero_()
         p.copy_(ng.tensor([3.0, 4.0]))
     close(p, [3.0, 4.0])
-    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place operation."):
+    with pytest.raises(
+        RuntimeError,
+        match="a leaf Variable that requires grad is being used in an in-place operation.",
+    ):
         p.add_(1.0)
 
 

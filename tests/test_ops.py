@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 import torch
+from op_cases import CASES, case_id, make_inputs, run_ng, run_torch
 
 import nautograd as ng
-from op_cases import CASES, case_id, make_inputs, run_ng, run_torch
 
 
 def _outputs(out):
@@ -25,18 +25,19 @@ def test_forward_and_vjp_match_torch(op, i, case, rng):
     assert len(ours_out) == len(ref_out)
     for a, b in zip(ours_out, ref_out, strict=True):
         assert tuple(a.shape) == tuple(b.shape)
-        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10,
-                                   atol=1e-12)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10, atol=1e-12)
     if not op.differentiable:
         assert not any(o.requires_grad for o in ours_out)
         return
     # a random cotangent per output (a .sum() would hide transposition bugs)
     cot = [rng.standard_normal(o.shape) for o in ours_out]
-    ours_g = ng.autograd.grad(ours_out, _float_inputs(ours_in),
-                              [ng.tensor(c) for c in cot], allow_unused=True)
+    ours_g = ng.autograd.grad(
+        ours_out, _float_inputs(ours_in), [ng.tensor(c) for c in cot], allow_unused=True
+    )
     ref_leaves = [t for t in ref_in if isinstance(t, torch.Tensor)]
-    ref_g = torch.autograd.grad(ref_out, ref_leaves, [torch.tensor(c) for c in cot],
-                                allow_unused=True)
+    ref_g = torch.autograd.grad(
+        ref_out, ref_leaves, [torch.tensor(c) for c in cot], allow_unused=True
+    )
     for a, b in zip(ours_g, ref_g, strict=True):
         if b is None:
             assert a is None or not np.any(a.numpy())
@@ -44,9 +45,7 @@ def test_forward_and_vjp_match_torch(op, i, case, rng):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-11)
 
 
-@pytest.mark.parametrize(
-    "op,i,case", [c for c in CASES if c[0].differentiable], ids=case_id
-)
+@pytest.mark.parametrize("op,i,case", [c for c in CASES if c[0].differentiable], ids=case_id)
 def test_gradcheck_finite_differences(op, i, case, rng):
     arrays, kwargs = make_inputs(case, rng)
     ours_in, ours = run_ng(op, arrays, kwargs)
@@ -60,8 +59,7 @@ def test_gradcheck_finite_differences(op, i, case, rng):
     def objective(arrs):
         with ng.no_grad():
             _, out = run_ng(op, arrs, kwargs, requires_grad=False)
-        return sum(float(np.sum(o.numpy() * c)) for o, c in zip(_outputs(out), cot,
-                                                                 strict=True))
+        return sum(float(np.sum(o.numpy() * c)) for o, c in zip(_outputs(out), cot, strict=True))
 
     eps = 1e-6
     k = 0
@@ -80,9 +78,7 @@ def test_gradcheck_finite_differences(op, i, case, rng):
         k += 1
 
 
-@pytest.mark.parametrize(
-    "op,i,case", [c for c in CASES if c[0].differentiable], ids=case_id
-)
+@pytest.mark.parametrize("op,i,case", [c for c in CASES if c[0].differentiable], ids=case_id)
 def test_float32_matches_float64(op, i, case, rng):
     arrays, kwargs = make_inputs(case, rng)
     arrays32 = [a.astype(np.float32) if isinstance(a, np.ndarray) else a for a in arrays]
@@ -93,14 +89,17 @@ def test_float32_matches_float64(op, i, case, rng):
     for a, b in zip(outs32, outs64, strict=True):
         if kwargs.get("dtype") is None:
             assert a.dtype == np.float32
-        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=2e-5,
-                                   atol=2e-5)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=2e-5, atol=2e-5)
     cot = [rng.standard_normal(o.shape) for o in outs64]
-    g32 = ng.autograd.grad(outs32, _float_inputs(in32),
-                           [ng.tensor(c).to(o.dtype) for c, o in zip(cot, outs32, strict=True)],
-                           allow_unused=True)
-    g64 = ng.autograd.grad(outs64, _float_inputs(in64), [ng.tensor(c) for c in cot],
-                           allow_unused=True)
+    g32 = ng.autograd.grad(
+        outs32,
+        _float_inputs(in32),
+        [ng.tensor(c).to(o.dtype) for c, o in zip(cot, outs32, strict=True)],
+        allow_unused=True,
+    )
+    g64 = ng.autograd.grad(
+        outs64, _float_inputs(in64), [ng.tensor(c) for c in cot], allow_unused=True
+    )
     for a, b in zip(g32, g64, strict=True):
         if b is None:
             continue

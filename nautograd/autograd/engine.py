@@ -6,7 +6,7 @@ PyTorch's run_backward / Engine::execute (reference/pytorch_autograd.md, 3.2-3.9
 import numpy as np
 
 from ..graph import scheduler
-from ..graph.tape import ACC, F32, HAS_SAVED, RELEASED, current_tape
+from ..graph.tape import ACC, F32, RELEASED, current_tape
 from ..tensor import Tensor, _accumulator, _wrap
 
 _RELEASED_MSG = (
@@ -42,7 +42,7 @@ def _make_grads(roots, grads):
         grads = (None,) * len(roots)
     if len(grads) != len(roots):
         raise RuntimeError(
-            f"grad can be implicitly created only for scalar outputs"
+            "grad can be implicitly created only for scalar outputs"
             if not grads
             else f"Mismatch in number of grad_outputs: got {len(grads)} for {len(roots)} outputs"
         )
@@ -100,8 +100,16 @@ def _execute(roots, grads, retain_graph, targets):
         mode = 1
         tnodes = np.array([e[0] for e in target_edges if e[0] >= 0], np.int64)
     state, buf_off, G64, G32 = scheduler.prepare(
-        n, root_nodes, tnodes, mode, tape.flags, tape.edge_ptr, tape.edge_node,
-        tape.edge_input_nr, tape.out_ptr, tape.out_numel,
+        n,
+        root_nodes,
+        tnodes,
+        mode,
+        tape.flags,
+        tape.edge_ptr,
+        tape.edge_node,
+        tape.edge_input_nr,
+        tape.out_ptr,
+        tape.out_numel,
     )
     flags, out_ptr = tape.flags, tape.out_ptr
     for (node, k), g in zip(root_edges, root_grads, strict=True):
@@ -122,10 +130,28 @@ def _execute(roots, grads, retain_graph, targets):
     hooks = tape.hooks
     while True:
         status = scheduler.run(
-            start, retain, state, buf_off, G64, G32, tape.op, flags, tape.edge_ptr,
-            tape.edge_node, tape.edge_input_nr, out_ptr, tape.saved_ptr, tape.saved_off,
-            tape.saved_addr, tape.iparam_ptr, tape.iparams, tape.fparam_ptr, tape.fparams,
-            V64, V32, skip_py,
+            start,
+            retain,
+            state,
+            buf_off,
+            G64,
+            G32,
+            tape.op,
+            flags,
+            tape.edge_ptr,
+            tape.edge_node,
+            tape.edge_input_nr,
+            out_ptr,
+            tape.saved_ptr,
+            tape.saved_off,
+            tape.saved_addr,
+            tape.iparam_ptr,
+            tape.iparams,
+            tape.fparam_ptr,
+            tape.fparams,
+            V64,
+            V32,
+            skip_py,
         )
         if status == scheduler.DONE:
             break
@@ -179,8 +205,14 @@ def _accumulate(t, g):
         t._grad._bump()
 
 
-def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None,
-             grad_variables=None):
+def backward(
+    tensors,
+    grad_tensors=None,
+    retain_graph=None,
+    create_graph=False,
+    inputs=None,
+    grad_variables=None,
+):
     """Compute the sum of gradients of ``tensors`` and accumulate them into leaves' ``.grad``.
 
     As ``torch.autograd.backward``: ``grad_tensors`` default to ones for one-element roots;
@@ -233,8 +265,17 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
                 _accumulate(t, g)
 
 
-def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         only_inputs=True, allow_unused=None, is_grads_batched=False, materialize_grads=False):
+def grad(
+    outputs,
+    inputs,
+    grad_outputs=None,
+    retain_graph=None,
+    create_graph=False,
+    only_inputs=True,
+    allow_unused=None,
+    is_grads_batched=False,
+    materialize_grads=False,
+):
     """Gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` untouched).
 
     As ``torch.autograd.grad``: unreachable inputs give None with ``allow_unused=True`` and

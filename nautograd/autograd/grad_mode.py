@@ -29,9 +29,12 @@ class _DecoratorContextManager:
         if inspect.isclass(func):
             import warnings
 
-            warnings.warn("Decorating classes is deprecated and will be disabled in future "
-                          "versions. You should only decorate functions or methods.",
-                          FutureWarning, stacklevel=2)
+            warnings.warn(
+                "Decorating classes is deprecated and will be disabled in future "
+                "versions. You should only decorate functions or methods.",
+                FutureWarning,
+                stacklevel=2,
+            )
         if inspect.isgeneratorfunction(func):
             return self._wrap_generator(func)
 

@@ -58,7 +58,7 @@ def generate(ops, digest):
             "        else:",
             f"            {k}(G64, G32, go, gi, V64, so, sa, ip, fp)",
         ]
-    lines.append(END)
+    lines += ["", "", END]  # laid out as `ruff format` would
     return "\n".join(lines) + "\n"
 
 

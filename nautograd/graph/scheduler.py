@@ -30,8 +30,7 @@ ERR_RELEASED = -2
 
 
 @numba.njit(cache=True)
-def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, out_ptr,
-            out_numel):
+def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, out_ptr, out_numel):
     """Reachability, selective execution and buffer layout for one backward.
 
     ``mode`` 0: every node reachable from the roots runs (``backward()``). ``mode`` 1: only
@@ -87,9 +86,30 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
 
 
 @numba.njit(cache=True)
-def run(start, retain, state, buf_off, G64, G32, op, flags, edge_ptr, edge_node, edge_input_nr,
-        out_ptr, saved_ptr, saved_off, saved_addr, iparam_ptr, iparams, fparam_ptr, fparams,
-        V64, V32, skip_py):
+def run(
+    start,
+    retain,
+    state,
+    buf_off,
+    G64,
+    G32,
+    op,
+    flags,
+    edge_ptr,
+    edge_node,
+    edge_input_nr,
+    out_ptr,
+    saved_ptr,
+    saved_off,
+    saved_addr,
+    iparam_ptr,
+    iparams,
+    fparam_ptr,
+    fparams,
+    V64,
+    V32,
+    skip_py,
+):
     """Run nodes from ``start`` down to 0. Returns DONE, a PY node's id, or an error code.
 
     ``skip_py``: run node ``start`` natively even if flagged PY (Python ran its hooks).
@@ -128,7 +148,7 @@ def run(start, retain, state, buf_off, G64, G32, op, flags, edge_ptr, edge_node,
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 0e743b5fa2caacc0
+# sources hash: 711fb9e79a477c95
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg
@@ -417,4 +437,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k53(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k53(G64, G32, go, gi, V64, so, sa, ip, fp)
+
+
 # END GENERATED DISPATCH

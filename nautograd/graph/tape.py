@@ -44,9 +44,27 @@ def address_of(a):
 
 
 @numba.njit(cache=True)
-def _compact(n, roots, op, flags, edge_ptr, edge_node, edge_input_nr, out_ptr, out_numel,
-             saved_ptr, saved_off, saved_addr, iparam_ptr, iparams, fparam_ptr, fparams,
-             v64, v32, new_cols):
+def _compact(
+    n,
+    roots,
+    op,
+    flags,
+    edge_ptr,
+    edge_node,
+    edge_input_nr,
+    out_ptr,
+    out_numel,
+    saved_ptr,
+    saved_off,
+    saved_addr,
+    iparam_ptr,
+    iparams,
+    fparam_ptr,
+    fparams,
+    v64,
+    v32,
+    new_cols,
+):
     """Keep the nodes reachable from ``roots``; renumber them in order. Returns new ids."""
     mark = np.zeros(n, np.int8)
     for r in roots:
@@ -56,8 +74,24 @@ def _compact(n, roots, op, flags, edge_ptr, edge_node, edge_input_nr, out_ptr, o
             for e in range(edge_ptr[i], edge_ptr[i + 1]):
                 if edge_node[e] >= 0:
                     mark[edge_node[e]] = 1
-    (nop, nflags, nedge_ptr, nedge_node, nedge_input_nr, nout_ptr, nout_numel, nsaved_ptr,
-     nsaved_off, nsaved_addr, niparam_ptr, niparams, nfparam_ptr, nfparams, nv64, nv32) = new_cols
+    (
+        nop,
+        nflags,
+        nedge_ptr,
+        nedge_node,
+        nedge_input_nr,
+        nout_ptr,
+        nout_numel,
+        nsaved_ptr,
+        nsaved_off,
+        nsaved_addr,
+        niparam_ptr,
+        niparams,
+        nfparam_ptr,
+        nfparams,
+        nv64,
+        nv32,
+    ) = new_cols
     newid = np.full(n, -1, np.int64)
     k = 0
     ne = no = ns = ni = nf = n64 = n32 = 0
@@ -309,14 +343,44 @@ class Tape:
     def compact(self):
         """Sweep nodes no live tensor can reach; renumber the rest in order (compiled)."""
         roots = np.array([x for x in self.h2node if x >= 0], np.int64)
-        old = (self.op, self.flags, self.edge_ptr, self.edge_node, self.edge_input_nr,
-               self.out_ptr, self.out_numel, self.saved_ptr, self.saved_off, self.saved_addr,
-               self.iparam_ptr, self.iparams, self.fparam_ptr, self.fparams, self.v64, self.v32)
+        old = (
+            self.op,
+            self.flags,
+            self.edge_ptr,
+            self.edge_node,
+            self.edge_input_nr,
+            self.out_ptr,
+            self.out_numel,
+            self.saved_ptr,
+            self.saved_off,
+            self.saved_addr,
+            self.iparam_ptr,
+            self.iparams,
+            self.fparam_ptr,
+            self.fparams,
+            self.v64,
+            self.v32,
+        )
         new = tuple(np.zeros_like(a) for a in old)
         newid, counts = _compact(self.n, roots, *old, new)
-        (self.op, self.flags, self.edge_ptr, self.edge_node, self.edge_input_nr, self.out_ptr,
-         self.out_numel, self.saved_ptr, self.saved_off, self.saved_addr, self.iparam_ptr,
-         self.iparams, self.fparam_ptr, self.fparams, self.v64, self.v32) = new
+        (
+            self.op,
+            self.flags,
+            self.edge_ptr,
+            self.edge_node,
+            self.edge_input_nr,
+            self.out_ptr,
+            self.out_numel,
+            self.saved_ptr,
+            self.saved_off,
+            self.saved_addr,
+            self.iparam_ptr,
+            self.iparams,
+            self.fparam_ptr,
+            self.fparams,
+            self.v64,
+            self.v32,
+        ) = new
         (self.n, self.ne, self.no, self.ns, self.ni, self.nf, self.n64, self.n32) = (
             int(c) for c in counts
         )

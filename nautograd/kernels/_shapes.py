@@ -95,9 +95,7 @@ def binary_params(op, xs, ys):
     elif nx == 1 and ny == n:
         ip = (n, nx, ny, -2)
     else:
-        shape, (sx, sy) = coalesce(
-            out, [broadcast_strides(xs, out), broadcast_strides(ys, out)]
-        )
+        shape, (sx, sy) = coalesce(out, [broadcast_strides(xs, out), broadcast_strides(ys, out)])
         ip = (n, nx, ny, len(shape), *shape, *sx, *sy)
     _BINARY[key] = hit = (out, ip)
     return hit

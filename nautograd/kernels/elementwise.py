@@ -395,6 +395,8 @@ div = _binary_op(
     dunders=("__truediv__", "__rtruediv__"),
     cases=[Case(c.shapes, low=0.3, high=2.0) for c in _BINARY_CASES],
 )
+
+
 def _pow_api(apply, input, exponent):
     """torch.pow: tensor ** number, number ** tensor, tensor ** tensor."""
     if isinstance(exponent, numbers.Number) and not isinstance(exponent, bool):

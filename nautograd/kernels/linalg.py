@@ -65,15 +65,19 @@ matmul = defop(
 
 def _mm_forward(x, y):
     if x.ndim != 2 or y.ndim != 2:
-        raise RuntimeError(f"mm(): self must be a matrix and mat2 must be a matrix, got "
-                           f"shapes {tuple(x.shape)} and {tuple(y.shape)}")
+        raise RuntimeError(
+            f"mm(): self must be a matrix and mat2 must be a matrix, got "
+            f"shapes {tuple(x.shape)} and {tuple(y.shape)}"
+        )
     return _matmul_forward(x, y)
 
 
 def _mv_forward(x, y):
     if x.ndim != 2 or y.ndim != 1:
-        raise RuntimeError(f"mv(): expected a matrix and a vector, got shapes "
-                           f"{tuple(x.shape)} and {tuple(y.shape)}")
+        raise RuntimeError(
+            f"mv(): expected a matrix and a vector, got shapes "
+            f"{tuple(x.shape)} and {tuple(y.shape)}"
+        )
     return _matmul_forward(x, y)
 
 

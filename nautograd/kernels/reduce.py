@@ -76,7 +76,5 @@ _CASES = [
     Case(((),)),
 ]
 
-sum_ = defop(
-    "sum", _sum_forward, sum_backward, methods=("sum",), cases=_CASES, int_ok=True
-)
+sum_ = defop("sum", _sum_forward, sum_backward, methods=("sum",), cases=_CASES, int_ok=True)
 mean = defop("mean", _mean_forward, sum_backward, methods=("mean",), cases=_CASES)

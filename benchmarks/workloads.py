@@ -1,0 +1,109 @@
+"""Benchmark workloads, each written once against a torch-like module ``lib``.
+
+``lib`` is ``nautograd`` or ``torch``; the same code runs on both so the ratio compares the
+engines, not two programs.
+"""
+
+import numpy as np
+
+
+def _F(lib):
+    return lib.nn.functional
+
+
+# ---------------------------------------------------------------------------------------------
+# 1. scalar DAG: 100 scalar leaves, then ops cycling softplus(one earlier node), the sum of 4
+#    earlier nodes, the product of 2 earlier nodes, and a softmax over 4 earlier nodes
+#    (4 outputs); backward from the last node.
+
+
+def scalar_dag_plan(n_ops=10_000, n_leaves=100, seed=0):
+    """The random choices of earlier nodes, fixed so every library runs the same graph."""
+    rng = np.random.default_rng(seed)
+    plan = []
+    count = n_leaves
+    for i in range(n_ops):
+        kind = i % 4
+        k = (1, 4, 2, 4)[kind]
+        # earlier nodes drawn from the most recent 200 keeps values in range
+        lo = max(0, count - 200)
+        plan.append((kind, rng.integers(lo, count, size=k).tolist()))
+        count += 4 if kind == 3 else 1
+    return plan
+
+
+def scalar_dag_leaves(lib, n_leaves=100, seed=1):
+    vals = np.random.default_rng(seed).uniform(-1, 1, n_leaves)
+    return [lib.tensor(float(v), dtype=lib.float64, requires_grad=True) for v in vals]
+
+
+def scalar_dag_forward(lib, leaves, plan):
+    F = _F(lib)
+    nodes = list(leaves)
+    for kind, idx in plan:
+        if kind == 0:
+            nodes.append(F.softplus(nodes[idx[0]]))
+        elif kind == 1:
+            a, b, c, d = (nodes[j] for j in idx)
+            nodes.append(a + b + c + d)
+        elif kind == 2:
+            nodes.append(nodes[idx[0]] * nodes[idx[1]])
+        else:
+            s = lib.softmax(lib.stack([nodes[j] for j in idx]), 0)
+            nodes.extend(s.unbind(0))
+    return nodes[-1]
+
+
+# ---------------------------------------------------------------------------------------------
+# 2. RNN chain: h = tanh(W @ h + x_t), T steps, hidden H, float64; loss = (h * h).sum()
+
+
+def rnn_inputs(lib, T=1000, H=32, seed=2):
+    rng = np.random.default_rng(seed)
+    W = lib.tensor(rng.standard_normal((H, H)) / np.sqrt(H), requires_grad=True)
+    xs = [lib.tensor(x) for x in rng.standard_normal((T, H)) * 0.1]
+    return W, xs
+
+
+def rnn_loss(lib, W, xs):
+    h = lib.zeros(W.shape[0], dtype=lib.float64)
+    for x in xs:
+        h = lib.tanh(W @ h + x)
+    return (h * h).sum()
+
+
+# ---------------------------------------------------------------------------------------------
+# 3. MLP step: batch 128, 784-256-256-10, float32, relu, cross-entropy written as
+#    -(onehot * log_softmax(h, 1)).sum(1).mean(), backward, SGD update
+
+
+def mlp_inputs(lib, batch=128, sizes=(784, 256, 256, 10), seed=3):
+    rng = np.random.default_rng(seed)
+    params = []
+    for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+        W = rng.standard_normal((a, b)).astype(np.float32) / np.float32(np.sqrt(a))
+        params += [
+            lib.tensor(W, requires_grad=True),
+            lib.tensor(np.zeros(b, np.float32), requires_grad=True),
+        ]
+    x = lib.tensor(rng.standard_normal((batch, sizes[0])).astype(np.float32))
+    labels = rng.integers(0, sizes[-1], batch)
+    onehot = lib.tensor(np.eye(sizes[-1], dtype=np.float32)[labels])
+    return params, x, onehot
+
+
+def mlp_step(lib, params, x, onehot, lr=0.01):
+    F = _F(lib)
+    h = x
+    n = len(params) // 2
+    for i in range(n):
+        h = h @ params[2 * i] + params[2 * i + 1]
+        if i < n - 1:
+            h = F.relu(h)
+    loss = -(onehot * F.log_softmax(h, 1)).sum(1).mean()
+    loss.backward()
+    with lib.no_grad():
+        for p in params:
+            p -= lr * p.grad
+            p.grad = None
+    return loss
