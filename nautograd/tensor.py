@@ -69,20 +69,15 @@ class Tensor:
     grad gets an AccumulateGrad node on first use.
     """
 
-    __slots__ = (
-        "_data",
-        "_rg",
-        "_tape",
-        "_h",
-        "_out",
-        "_grad",
-        "_acc_tape",
-        "_acc_h",
-        "_vc",
-        "_retains",
-        "_hooks",
-        "__weakref__",
-    )
+    # the fields every op sets are slots; the rarely set ones live in a __dict__ that is only
+    # created when one is assigned, and read their class defaults until then
+    __slots__ = ("_data", "_rg", "_tape", "_h", "_out", "__dict__", "__weakref__")
+    _grad = None
+    _acc_tape = None
+    _acc_h = -1
+    _vc = None
+    _retains = False
+    _hooks = None
     __array_priority__ = 1000
     __array_ufunc__ = None  # numpy operators defer to Tensor's reflected methods
 
@@ -93,12 +88,6 @@ class Tensor:
         self._tape = None
         self._h = -1
         self._out = 0
-        self._grad = None
-        self._acc_tape = None
-        self._acc_h = -1
-        self._vc = [0]
-        self._retains = False
-        self._hooks = None
         if requires_grad:
             self.requires_grad = True
 
@@ -222,15 +211,19 @@ class Tensor:
 
     @property
     def _version(self):
-        return self._vc[0]
+        return self._vc[0] if self._vc is not None else 0
 
     def _bump(self):
+        if self._vc is None:
+            self._vc = [0]
         self._vc[0] += 1
 
     def detach(self):
         """A new leaf sharing this tensor's memory (and version counter), not requiring grad."""
+        if self._vc is None:
+            self._vc = [0]
         t = _wrap(self._data)
-        t._vc = self._vc
+        t._vc = self._vc  # shares the version counter, as torch's detach does
         return t
 
     def detach_(self):
@@ -500,19 +493,16 @@ builtins_float = __builtins__["float"] if isinstance(__builtins__, dict) else __
 
 def _wrap(a, requires_grad=False):
     """A leaf tensor around the array ``a`` (no copy)."""
-    t = Tensor.__new__(Tensor)
+    t = _new(Tensor)
     t._data = a
     t._rg = requires_grad
     t._tape = None
     t._h = -1
     t._out = 0
-    t._grad = None
-    t._acc_tape = None
-    t._acc_h = -1
-    t._vc = [0]
-    t._retains = False
-    t._hooks = None
     return t
+
+
+_new = object.__new__
 
 
 # ---------------------------------------------------------------------------------------------
@@ -552,37 +542,67 @@ def _operand(x):
     raise TypeError(f"expected a Tensor, array or number, got {type(x).__name__}")
 
 
+_SCALARS = {}  # (number, dtype) -> read-only 0-dim array: Python numbers as operands
+
+
+def _scalar(x, dt):
+    key = (x, type(x), dt)
+    a = _SCALARS.get(key)
+    if a is None:
+        if len(_SCALARS) > 4096:
+            _SCALARS.clear()
+        a = np.asarray(x, dtype=dt)
+        a.flags.writeable = False
+        _SCALARS[key] = a
+    return a
+
+
 def apply(op, *args, **kwargs):
     """Run ``op`` on tensors / arrays / numbers and record it for backward when needed."""
     if op.nin == -1:
         if len(args) != 1 or isinstance(args[0], Tensor):
             raise TypeError(f"{op.name}(): expected a sequence of Tensors")
         args = tuple(args[0])
+        if not args:
+            raise RuntimeError(f"{op.name}(): expected a non-empty list of Tensors")
     elif len(args) != op.nin:
         raise TypeError(f"{op.name}() takes {op.nin} tensor argument(s), got {len(args)}")
-    # operands: numpy arrays; Python numbers become 0-dim arrays of the result dtype
-    nums = None
+    # one pass: operand arrays, whether any input requires grad, whether dtypes agree
     arrays = []
+    rg = False
+    nums = None
+    dt = None
+    mixed = False
     for x in args:
         if isinstance(x, Tensor):
-            arrays.append(x._data)
-        elif isinstance(x, numbers.Number) and not isinstance(x, np.ndarray):
+            a = x._data
+            if x._rg:
+                rg = True
+        elif isinstance(x, numbers.Number):
             nums = [x] if nums is None else nums + [x]
             arrays.append(None)
+            continue
         else:
-            arrays.append(_operand(x))
-    present = [a for a in arrays if a is not None]
-    dt = present[0].dtype if len(present) == 1 and nums is None else _promote(present, nums)
-    if dt.kind not in "f" and not op.int_ok and not op.int_result:
-        dt = _DEFAULT_FLOAT
-    if dt.kind == "f" and dt not in _GRAD_DTYPES:
+            a = _operand(x)
+        if dt is None:
+            dt = a.dtype
+        elif a.dtype != dt:
+            mixed = True
+        arrays.append(a)
+    if mixed or dt is None or (nums is not None and dt.kind != "f"):
+        dt = _promote([a for a in arrays if a is not None], nums)
+    if dt.kind != "f":
+        if not op.int_ok and not op.int_result:
+            dt = _DEFAULT_FLOAT
+    elif dt is not float64 and dt is not float32 and dt not in _GRAD_DTYPES:
         dt = float32 if dt.itemsize < 8 else float64
+    record = rg and op.differentiable and is_grad_enabled()
     for k, a in enumerate(arrays):
         if a is None:
-            arrays[k] = np.asarray(args[k], dtype=dt)
+            arrays[k] = _scalar(args[k], dt)
         elif a.dtype != dt:
             x = args[k]
-            if isinstance(x, Tensor) and x._rg and op.differentiable and is_grad_enabled():
+            if record and isinstance(x, Tensor) and x._rg:
                 # a recorded cast: every other kernel reads and writes one dtype's arena
                 if not isinstance(args, list):
                     args = list(args)
@@ -592,11 +612,6 @@ def apply(op, *args, **kwargs):
                 arrays[k] = a.astype(dt)
     result, saved, ip, fp = op.forward(*arrays, **kwargs)
     multi = isinstance(result, tuple)
-    record = (
-        op.differentiable
-        and is_grad_enabled()
-        and any(isinstance(x, Tensor) and x._rg for x in args)
-    )
     if not record:
         if multi:
             return tuple(_wrap(np.asarray(r)) for r in result)
@@ -605,28 +620,38 @@ def apply(op, *args, **kwargs):
     tape.reserve(len(args) + 1)
     outs = result if multi else (result,)
     f32 = outs[0].dtype == float32  # a node computes in (and buffers) its result's dtype
-    edges = []
+    enodes = []
+    enrs = []
     for x in args:
         if not isinstance(x, Tensor) or not x._rg:
-            edges.append((-1, 0))
+            enodes.append(-1)
+            enrs.append(0)
         elif x._h >= 0:
             if x._tape is not tape:
                 raise RuntimeError(
                     f"{op.name}(): an input was recorded on another thread's tape; "
                     "graphs cannot span threads"
                 )
-            edges.append((tape.h2node[x._h], x._out))
+            enodes.append(tape.h2node[x._h])
+            enrs.append(x._out)
         else:
-            edges.append((_accumulator(tape, x), 0))
-    node = tape.record(op.opcode, f32, edges, [r.size for r in outs], saved, ip, fp)
-    wrapped = []
-    for k, r in enumerate(outs):
-        t = _wrap(np.asarray(r), True)
-        t._tape = tape
-        t._h = tape.new_handle(node)
-        t._out = k
-        wrapped.append(t)
-    return tuple(wrapped) if multi else wrapped[0]
+            enodes.append(_accumulator(tape, x))
+            enrs.append(0)
+    if multi:
+        node = tape.record(op.opcode, f32, enodes, enrs, [r.size for r in outs], saved, ip, fp)
+        wrapped = []
+        for k, r in enumerate(outs):
+            t = _wrap(np.asarray(r), True)
+            t._tape = tape
+            t._h = tape.new_handle(node)
+            t._out = k
+            wrapped.append(t)
+        return tuple(wrapped)
+    node = tape.record(op.opcode, f32, enodes, enrs, (result.size,), saved, ip, fp)
+    t = _wrap(result if type(result) is np.ndarray else np.asarray(result), True)
+    t._tape = tape
+    t._h = tape.new_handle(node)
+    return t
 
 
 def _accumulator(tape, leaf):

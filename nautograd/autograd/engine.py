@@ -92,6 +92,7 @@ def _execute(roots, grads, retain_graph, targets):
             _accumulator(tape, t)
         root_edges.append(_edge(tape, t))
     target_edges = [_edge(tape, t) for t in targets] if targets is not None else None
+    tape.flush()
     n = tape.n
     root_nodes = np.array([e[0] for e in root_edges], np.int64)
     if target_edges is None:
@@ -145,9 +146,11 @@ def _execute(roots, grads, retain_graph, targets):
             tape.saved_ptr,
             tape.saved_off,
             tape.saved_addr,
-            tape.iparam_ptr,
+            tape.ip_start,
+            tape.ip_len,
             tape.iparams,
-            tape.fparam_ptr,
+            tape.fp_start,
+            tape.fp_len,
             tape.fparams,
             V64,
             V32,

@@ -4,12 +4,20 @@ import functools
 import inspect
 import threading
 
-_state = threading.local()
+
+class _State(threading.local):
+    # class defaults: getattr(local, name, default) on an unset name raises and catches
+    # internally (~0.7 us); a class attribute is found in ~40 ns
+    enabled = True
+    inference = False
+
+
+_state = _State()
 
 
 def is_grad_enabled():
     """True when operations are recorded for backward (this thread)."""
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 def _set(mode):
@@ -17,7 +25,7 @@ def _set(mode):
 
 
 def is_inference_mode_enabled():
-    return getattr(_state, "inference", False)
+    return _state.inference
 
 
 class _DecoratorContextManager:

@@ -21,6 +21,7 @@ class Node:
 
     @property
     def _node(self):
+        self._tape.flush()
         return self._tape.h2node[self._h]
 
     def name(self):

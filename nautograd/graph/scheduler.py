@@ -102,9 +102,11 @@ def run(
     saved_ptr,
     saved_off,
     saved_addr,
-    iparam_ptr,
+    ip_start,
+    ip_len,
     iparams,
-    fparam_ptr,
+    fp_start,
+    fp_len,
     fparams,
     V64,
     V32,
@@ -137,8 +139,8 @@ def run(
             c = edge_node[e0 + j]
             gi[j] = buf_off[out_ptr[c] + edge_input_nr[e0 + j]] if c >= 0 and state[c] else -1
         go = buf_off[out_ptr[i] : out_ptr[i + 1]]
-        ip = iparams[iparam_ptr[i] : iparam_ptr[i + 1]]
-        fp = fparams[fparam_ptr[i] : fparam_ptr[i + 1]]
+        ip = iparams[ip_start[i] : ip_start[i] + ip_len[i]]
+        fp = fparams[fp_start[i] : fp_start[i] + fp_len[i]]
         so = saved_off[saved_ptr[i] : saved_ptr[i + 1]]
         sa = saved_addr[saved_ptr[i] : saved_ptr[i + 1]]
         _dispatch(op[i], f & F32, G64, G32, go, gi, V64, V32, so, sa, ip, fp)
@@ -148,7 +150,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 711fb9e79a477c95
+# sources hash: 2465b94084306a49
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg

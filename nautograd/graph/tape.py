@@ -10,7 +10,11 @@ Columns (numpy arrays grown by doubling)::
     edge_ptr -> edge_node, edge_input_nr    CSR next edges; edge_node == -1 is a null edge
     out_ptr  -> out_numel             one row per node output (gradient buffer sizes)
     saved_ptr -> saved_off, saved_addr      saved values: offset into v64/v32, or an address
-    iparam_ptr -> iparams, fparam_ptr -> fparams   integer / float attributes
+    ip_start, ip_len -> iparams; fp_start, fp_len -> fparams   integer / float attributes
+
+Attribute tuples are interned: equal tuples (the same shapes, the same dims) share one run
+of ``iparams``/``fparams`` through a dict, which costs ~50 ns per op where copying the tuple
+into the array costs ~300 ns. The pools are never compacted; they reset with the tape.
 
 Saved values of at most ``SMALL`` elements are copied into the value arena (``v64`` or
 ``v32``, by the node's dtype); larger ones stay in their numpy array, read by address, and
@@ -44,36 +48,28 @@ def address_of(a):
 
 
 @numba.njit(cache=True)
-def _compact(
-    n,
-    roots,
-    op,
-    flags,
-    edge_ptr,
-    edge_node,
-    edge_input_nr,
-    out_ptr,
-    out_numel,
-    saved_ptr,
-    saved_off,
-    saved_addr,
-    iparam_ptr,
-    iparams,
-    fparam_ptr,
-    fparams,
-    v64,
-    v32,
-    new_cols,
-):
-    """Keep the nodes reachable from ``roots``; renumber them in order. Returns new ids."""
-    mark = np.zeros(n, np.int8)
-    for r in roots:
-        mark[r] = 1
-    for i in range(n - 1, -1, -1):
-        if mark[i]:
-            for e in range(edge_ptr[i], edge_ptr[i + 1]):
-                if edge_node[e] >= 0:
-                    mark[edge_node[e]] = 1
+def _compact(n, roots, cols, v64, v32, new_cols, nv64, nv32):
+    """Keep the nodes reachable from ``roots``; renumber them in order. Returns new ids.
+
+    ``cols`` = (op, flags, edge_ptr, edge_node, edge_input_nr, out_ptr, out_numel, saved_ptr,
+    saved_off, saved_addr, ip_start, ip_len, fp_start, fp_len); ``new_cols`` likewise.
+    """
+    (
+        op,
+        flags,
+        edge_ptr,
+        edge_node,
+        edge_input_nr,
+        out_ptr,
+        out_numel,
+        saved_ptr,
+        saved_off,
+        saved_addr,
+        ip_start,
+        ip_len,
+        fp_start,
+        fp_len,
+    ) = cols
     (
         nop,
         nflags,
@@ -85,22 +81,32 @@ def _compact(
         nsaved_ptr,
         nsaved_off,
         nsaved_addr,
-        niparam_ptr,
-        niparams,
-        nfparam_ptr,
-        nfparams,
-        nv64,
-        nv32,
+        nip_start,
+        nip_len,
+        nfp_start,
+        nfp_len,
     ) = new_cols
+    mark = np.zeros(n, np.int8)
+    for r in roots:
+        mark[r] = 1
+    for i in range(n - 1, -1, -1):
+        if mark[i]:
+            for e in range(edge_ptr[i], edge_ptr[i + 1]):
+                if edge_node[e] >= 0:
+                    mark[edge_node[e]] = 1
     newid = np.full(n, -1, np.int64)
     k = 0
-    ne = no = ns = ni = nf = n64 = n32 = 0
+    ne = no = ns = n64 = n32 = 0
     for i in range(n):
         if not mark[i]:
             continue
         newid[i] = k
         nop[k] = op[i]
         nflags[k] = flags[i]
+        nip_start[k] = ip_start[i]
+        nip_len[k] = ip_len[i]
+        nfp_start[k] = fp_start[i]
+        nfp_len[k] = fp_len[i]
         for e in range(edge_ptr[i], edge_ptr[i + 1]):
             c = edge_node[e]
             nedge_node[ne] = newid[c] if c >= 0 else -1
@@ -109,7 +115,6 @@ def _compact(
         for o in range(out_ptr[i], out_ptr[i + 1]):
             nout_numel[no] = out_numel[o]
             no += 1
-        # saved numels are not stored: copy the arena run up to the next saved value
         for s in range(saved_ptr[i], saved_ptr[i + 1]):
             off = saved_off[s]
             nsaved_addr[ns] = saved_addr[s]
@@ -126,186 +131,229 @@ def _compact(
                     nv64[n64 : n64 + ln] = v64[off : off + ln]
                     n64 += ln
             ns += 1
-        for j in range(iparam_ptr[i], iparam_ptr[i + 1]):
-            niparams[ni] = iparams[j]
-            ni += 1
-        for j in range(fparam_ptr[i], fparam_ptr[i + 1]):
-            nfparams[nf] = fparams[j]
-            nf += 1
         k += 1
         nedge_ptr[k] = ne
         nout_ptr[k] = no
         nsaved_ptr[k] = ns
-        niparam_ptr[k] = ni
-        nfparam_ptr[k] = nf
-    counts = np.array([k, ne, no, ns, ni, nf, n64, n32], np.int64)
+    counts = np.array([k, ne, no, ns, n64, n32], np.int64)
     return newid, counts
+
+
+_NODE_COLS = ("op", "flags", "ip_start", "ip_len", "fp_start", "fp_len")
+_PTR_COLS = ("edge_ptr", "out_ptr", "saved_ptr")
+_COLS = (
+    "op",
+    "flags",
+    "edge_ptr",
+    "edge_node",
+    "edge_input_nr",
+    "out_ptr",
+    "out_numel",
+    "saved_ptr",
+    "saved_off",
+    "saved_addr",
+    "ip_start",
+    "ip_len",
+    "fp_start",
+    "fp_len",
+)
 
 
 class Tape:
     """One thread's recorded graph. See the module docstring for the layout."""
 
     def __init__(self, nodes=1024):
-        self._alloc(nodes, nodes * 2, nodes, nodes, nodes * 4, nodes, nodes * 2, 64)
-        self.n = self.ne = self.no = self.ns = self.ni = self.nf = self.n64 = self.n32 = 0
+        i8 = np.int64
+        for name in _NODE_COLS:
+            setattr(self, name, np.zeros(nodes, i8))
+        for name in _PTR_COLS:
+            setattr(self, name, np.zeros(nodes + 1, i8))
+        self.edge_node = np.zeros(nodes * 2, i8)
+        self.edge_input_nr = np.zeros(nodes * 2, i8)
+        self.out_numel = np.zeros(nodes, i8)
+        self.saved_off = np.zeros(nodes * 2, i8)
+        self.saved_addr = np.zeros(nodes * 2, i8)
+        self.v64 = np.zeros(nodes * 2, np.float64)
+        self.v32 = np.zeros(64, np.float32)
+        self.iparams = np.zeros(256, i8)
+        self.fparams = np.zeros(64, np.float64)
+        self.n = self.ne = self.no = self.ns = self.n64 = self.n32 = 0
+        self.ni = self.nf = 0
+        self.ip_pool = {(): 0}  # attribute tuple -> start in iparams
+        self.fp_pool = {(): 0}
         self.obj = []  # per node: None, a leaf Tensor (ACC), or a tuple of kept arrays
         self.h2node = []  # handle -> node id (-1: free)
-        self.h2out = []
         self.free_h = []
         self.live = 0  # handles in use
         self.heavy = []  # nodes holding arrays by address, released after backward
         self.retained = {}  # node -> {output_nr: weakref to a tensor that retains grad}
         self.hooks = {}  # node -> {output_nr: (shape, [hook, ...])}: tensor hooks (PY nodes)
         self.generation = 0  # bumped whenever node ids change (reset or compaction)
+        self._new_pending()
 
-    def _alloc(self, nodes, edges, outs, saved, ip, fp, v64, v32):
-        i8 = np.int64
-        self.op = np.zeros(nodes, i8)
-        self.flags = np.zeros(nodes, i8)
-        self.edge_ptr = np.zeros(nodes + 1, i8)
-        self.out_ptr = np.zeros(nodes + 1, i8)
-        self.saved_ptr = np.zeros(nodes + 1, i8)
-        self.iparam_ptr = np.zeros(nodes + 1, i8)
-        self.fparam_ptr = np.zeros(nodes + 1, i8)
-        self.edge_node = np.zeros(edges, i8)
-        self.edge_input_nr = np.zeros(edges, i8)
-        self.out_numel = np.zeros(outs, i8)
-        self.saved_off = np.zeros(saved, i8)
-        self.saved_addr = np.zeros(saved, i8)
-        self.iparams = np.zeros(ip, i8)
-        self.fparams = np.zeros(fp, np.float64)
-        self.v64 = np.zeros(v64, np.float64)
-        self.v32 = np.zeros(v32, np.float32)
+    def columns(self):
+        self.flush()
+        return tuple(getattr(self, name) for name in _COLS)
 
     # -- growth ---------------------------------------------------------------------------
 
     @staticmethod
     def _grown(a, need):
-        size = max(len(a) * 2, need)
-        b = np.zeros(size, a.dtype)
+        b = np.zeros(max(len(a) * 2, need), a.dtype)
         b[: len(a)] = a
         return b
+
+    def _grow(self, name, need):
+        setattr(self, name, self._grown(getattr(self, name), need))
+        return getattr(self, name)
 
     def reserve(self, k):
         """Make room for ``k`` more nodes. Call before computing edges: it may compact."""
         if self.n + k < len(self.op):
             return
+        self.flush()
         # many nodes but few live handles: most of the tape is unreachable, sweep it
         if self.n >= 1024 and self.live < self.n // 4:
             self.compact()
             if self.n + k < len(self.op) * 3 // 4:
                 return
         need = max(len(self.op) * 2, self.n + k + 1)
-        for name in ("op", "flags"):
-            setattr(self, name, self._grown(getattr(self, name), need))
-        for name in ("edge_ptr", "out_ptr", "saved_ptr", "iparam_ptr", "fparam_ptr"):
-            setattr(self, name, self._grown(getattr(self, name), need + 1))
+        for name in _NODE_COLS:
+            self._grow(name, need)
+        for name in _PTR_COLS:
+            self._grow(name, need + 1)
 
-    def _grow(self, names, need):
-        for name in names:
-            setattr(self, name, self._grown(getattr(self, name), need))
+    def _intern(self, pool, values, kind):
+        start = pool.get(values)
+        if start is None:
+            if kind == "i":
+                j = self.ni
+                arr = self.iparams
+                if j + len(values) > len(arr):
+                    arr = self._grow("iparams", j + len(values))
+                self.ni = j + len(values)
+            else:
+                j = self.nf
+                arr = self.fparams
+                if j + len(values) > len(arr):
+                    arr = self._grow("fparams", j + len(values))
+                self.nf = j + len(values)
+            arr[j : j + len(values)] = values
+            pool[values] = start = j
+        return start
 
     # -- recording ------------------------------------------------------------------------
+    #
+    # A node is appended to Python lists (~25 ns an item) and flushed into the numpy columns
+    # in bulk (~15 ns an item): writing numpy scalars one at a time costs ~50-100 ns each,
+    # about 3 us a node. Anything that reads or changes the columns calls flush() first.
 
-    def record(self, opcode, f32, edges, out_numels, saved, ip, fp):
-        """Append a node; ``edges`` is a sequence of (node, input_nr) with node -1 for null.
+    def _new_pending(self):
+        self._op, self._flags = [], []
+        self._ips, self._ipl, self._fps, self._fpl = [], [], [], []
+        self._eptr, self._optr, self._sptr = [], [], []
+        self._en, self._ei, self._on, self._so, self._sa = [], [], [], [], []
+        self._v64, self._v32 = [], []
+        self.nflushed = self.n
+        self.flushed = (self.ne, self.no, self.ns, self.n64, self.n32)
 
-        Returns the node id.
+    def record(self, opcode, f32, enodes, enrs, out_numels, saved, ip, fp):
+        """Append a node with next edges ``zip(enodes, enrs)`` (node -1: a null edge).
+
+        Returns the node id. Callers ``reserve()`` first.
         """
         i = self.n
-        if i + 1 >= len(self.op):  # callers reserve() first; compaction here would renumber
-            raise RuntimeError("internal error: tape.record() without reserve()")
-        self.op[i] = opcode
+        self._op.append(opcode)
+        start = self.ip_pool.get(ip)
+        self._ips.append(self._intern(self.ip_pool, ip, "i") if start is None else start)
+        self._ipl.append(len(ip))
+        start = self.fp_pool.get(fp)
+        self._fps.append(self._intern(self.fp_pool, fp, "f") if start is None else start)
+        self._fpl.append(len(fp))
+        self._en.extend(enodes)
+        self._ei.extend(enrs)
+        self.ne += len(enodes)
+        self._eptr.append(self.ne)
+        self._on.extend(out_numels)
+        self.no += len(out_numels)
+        self._optr.append(self.no)
         flags = F32 if f32 else 0
-        # edges
-        e = self.ne
-        k = len(edges)
-        if e + k > len(self.edge_node):
-            self._grow(("edge_node", "edge_input_nr"), e + k)
-        en, ei = self.edge_node, self.edge_input_nr
-        for node, nr in edges:
-            en[e] = node
-            ei[e] = nr
-            e += 1
-        self.ne = e
-        self.edge_ptr[i + 1] = e
-        # outputs
-        o = self.no
-        k = len(out_numels)
-        if o + k > len(self.out_numel):
-            self._grow(("out_numel",), o + k)
-        on = self.out_numel
-        for m in out_numels:
-            on[o] = m
-            o += 1
-        self.no = o
-        self.out_ptr[i + 1] = o
-        # saved values
         keep = None
-        s = self.ns
         if saved:
             flags |= HAS_SAVED
-            k = len(saved)
-            if s + k > len(self.saved_off):
-                self._grow(("saved_off", "saved_addr"), s + k)
+            so, sa = self._so, self._sa
             for a in saved:
                 m = a.size
                 if m <= SMALL:
                     if f32:
-                        v, off = self.v32, self.n32
-                        if off + m > len(v):
-                            self._grow(("v32",), off + m)
-                            v = self.v32
-                        self.n32 = off + m
+                        so.append(self.n32)
+                        self.n32 += m
+                        vals = self._v32
                     else:
-                        v, off = self.v64, self.n64
-                        if off + m > len(v):
-                            self._grow(("v64",), off + m)
-                            v = self.v64
-                        self.n64 = off + m
+                        so.append(self.n64)
+                        self.n64 += m
+                        vals = self._v64
                     if m == 1:
-                        v[off] = a.item() if a.ndim else a
+                        vals.append(a.item())
                     else:
-                        v[off : off + m] = a.ravel()
-                    self.saved_off[s] = off
-                    self.saved_addr[s] = m  # arena values: the length (used by compaction)
+                        vals.extend(a.reshape(-1).tolist())
+                    sa.append(m)  # arena values: the length (used by compaction)
                 else:
                     if not a.flags.c_contiguous:
                         a = np.ascontiguousarray(a)
-                    self.saved_off[s] = -1
-                    self.saved_addr[s] = address_of(a)
+                    so.append(-1)
+                    sa.append(address_of(a))
                     keep = (a,) if keep is None else keep + (a,)
-                s += 1
-            self.ns = s
-        self.saved_ptr[i + 1] = s
-        # attributes
-        j = self.ni
-        k = len(ip)
-        if j + k > len(self.iparams):
-            self._grow(("iparams",), j + k)
-        if k:
-            self.iparams[j : j + k] = ip
-        self.ni = j + k
-        self.iparam_ptr[i + 1] = j + k
-        j = self.nf
-        k = len(fp)
-        if j + k > len(self.fparams):
-            self._grow(("fparams",), j + k)
-        if k:
-            self.fparams[j : j + k] = fp
-        self.nf = j + k
-        self.fparam_ptr[i + 1] = j + k
-        self.flags[i] = flags
+            self.ns += len(saved)
+        self._sptr.append(self.ns)
+        self._flags.append(flags)
         self.obj.append(keep)
         if keep is not None:
             self.heavy.append(i)
         self.n = i + 1
+        if i + 1 >= len(self.op):  # compaction here would renumber the edges' nodes
+            raise RuntimeError("internal error: tape.record() without reserve()")
         return i
+
+    def flush(self):
+        """Move pending nodes into the numpy columns."""
+        n0, n1 = self.nflushed, self.n
+        if n0 == n1:
+            return
+        self.op[n0:n1] = self._op
+        self.flags[n0:n1] = self._flags
+        self.ip_start[n0:n1] = self._ips
+        self.ip_len[n0:n1] = self._ipl
+        self.fp_start[n0:n1] = self._fps
+        self.fp_len[n0:n1] = self._fpl
+        self.edge_ptr[n0 + 1 : n1 + 1] = self._eptr
+        self.out_ptr[n0 + 1 : n1 + 1] = self._optr
+        self.saved_ptr[n0 + 1 : n1 + 1] = self._sptr
+        e0, o0, s0, a0, b0 = self.flushed
+        for (name, name2), lo, hi, items, items2 in (
+            (("edge_node", "edge_input_nr"), e0, self.ne, self._en, self._ei),
+            (("out_numel", None), o0, self.no, self._on, None),
+            (("saved_off", "saved_addr"), s0, self.ns, self._so, self._sa),
+            (("v64", None), a0, self.n64, self._v64, None),
+            (("v32", None), b0, self.n32, self._v32, None),
+        ):
+            if hi == lo:
+                continue
+            col = getattr(self, name)
+            if hi > len(col):
+                col = self._grow(name, hi)
+            col[lo:hi] = items
+            if name2 is not None:
+                col = getattr(self, name2)
+                if hi > len(col):
+                    col = self._grow(name2, hi)
+                col[lo:hi] = items2
+        self._new_pending()
 
     def record_accumulate(self, leaf, f32, numel):
         """An AccumulateGrad node for ``leaf`` (no edges, one output: the leaf's gradient)."""
-        i = self.record(OP_ACCUMULATE_GRAD, f32, (), (numel,), (), (), ())
-        self.flags[i] |= ACC
+        i = self.record(OP_ACCUMULATE_GRAD, f32, (), (), (numel,), (), (), ())
+        self._flags[-1] |= ACC
         self.obj[i] = leaf
         return i
 
@@ -324,14 +372,14 @@ class Tape:
         self.h2node[h] = -1
         self.free_h.append(h)
         self.live -= 1
-        if self.live == 0:
+        if self.live == 0 and self.n:
             self.reset()
 
     # -- reclamation ----------------------------------------------------------------------
 
     def reset(self):
         """Forget every node: called when no tensor references the tape any more."""
-        self.n = self.ne = self.no = self.ns = self.ni = self.nf = self.n64 = self.n32 = 0
+        self.n = self.ne = self.no = self.ns = self.n64 = self.n32 = 0
         self.obj = []
         self.heavy = []
         self.retained = {}
@@ -339,51 +387,19 @@ class Tape:
         self.h2node = []
         self.free_h = []
         self.generation += 1
+        self._new_pending()
 
     def compact(self):
         """Sweep nodes no live tensor can reach; renumber the rest in order (compiled)."""
+        old = self.columns()
         roots = np.array([x for x in self.h2node if x >= 0], np.int64)
-        old = (
-            self.op,
-            self.flags,
-            self.edge_ptr,
-            self.edge_node,
-            self.edge_input_nr,
-            self.out_ptr,
-            self.out_numel,
-            self.saved_ptr,
-            self.saved_off,
-            self.saved_addr,
-            self.iparam_ptr,
-            self.iparams,
-            self.fparam_ptr,
-            self.fparams,
-            self.v64,
-            self.v32,
-        )
         new = tuple(np.zeros_like(a) for a in old)
-        newid, counts = _compact(self.n, roots, *old, new)
-        (
-            self.op,
-            self.flags,
-            self.edge_ptr,
-            self.edge_node,
-            self.edge_input_nr,
-            self.out_ptr,
-            self.out_numel,
-            self.saved_ptr,
-            self.saved_off,
-            self.saved_addr,
-            self.iparam_ptr,
-            self.iparams,
-            self.fparam_ptr,
-            self.fparams,
-            self.v64,
-            self.v32,
-        ) = new
-        (self.n, self.ne, self.no, self.ns, self.ni, self.nf, self.n64, self.n32) = (
-            int(c) for c in counts
-        )
+        nv64, nv32 = np.zeros_like(self.v64), np.zeros_like(self.v32)
+        newid, counts = _compact(self.n, roots, old, self.v64, self.v32, new, nv64, nv32)
+        for name, a in zip(_COLS, new, strict=True):
+            setattr(self, name, a)
+        self.v64, self.v32 = nv64, nv32
+        self.n, self.ne, self.no, self.ns, self.n64, self.n32 = (int(c) for c in counts)
         kept = np.flatnonzero(newid >= 0)
         obj = self.obj
         self.obj = [obj[i] for i in kept]
@@ -393,6 +409,7 @@ class Tape:
         ids = newid.tolist()
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]
         self.generation += 1
+        self._new_pending()
 
 
 _local = threading.local()

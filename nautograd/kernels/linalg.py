@@ -1,5 +1,6 @@
 """Matrix products for 1-D and 2-D operands (``@``, matmul, mm, mv, dot) through BLAS."""
 
+import numba
 import numpy as np
 
 from ._jit import kernel, saved, view
@@ -22,9 +23,23 @@ def _mm_shapes(op, xs, ys):
     return m, k, n
 
 
+@numba.njit(cache=True, nogil=True)
+def _dot(x, y):
+    return np.dot(x, y)
+
+
+# numpy and scipy each ship an OpenBLAS with its own spinning thread pool; the backward's
+# products run on scipy's (through Numba), so large forward products do too: mixing the two
+# pools made a 128x784x256 float32 product take 3.4 ms instead of 0.44 ms on 2 cores.
+_BLAS_FLOPS = 1 << 16
+
+
 def _matmul_forward(x, y):
     m, k, n = _mm_shapes("matmul", x.shape, y.shape)
-    result = np.matmul(x, y)
+    if m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2:
+        result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
+    else:
+        result = np.matmul(x, y)
     return result, (x, y), (m, k, n), ()
 
 
