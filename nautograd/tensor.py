@@ -93,8 +93,15 @@ class Tensor:
 
     def __del__(self):
         try:
-            if self._h >= 0:
-                self._tape.drop_handle(self._h)
+            h = self._h
+            if h >= 0:
+                tape = self._tape
+                if tape.live > 1:  # tape.drop_handle(h), inlined: runs once per dying result
+                    tape.h2node[h] = -1
+                    tape.free_h.append(h)
+                    tape.live -= 1
+                else:
+                    tape.drop_handle(h)
             if self._acc_tape is not None:
                 self._acc_tape.drop_handle(self._acc_h)
         except Exception:  # interpreter shutdown
@@ -647,10 +654,20 @@ def apply(op, *args, **kwargs):
             t._out = k
             wrapped.append(t)
         return tuple(wrapped)
-    node = tape.record(op.opcode, f32, enodes, enrs, (result.size,), saved, ip, fp)
-    t = _wrap(result if type(result) is np.ndarray else np.asarray(result), True)
+    node = tape.record(op.opcode, f32, enodes, enrs, [result.size], saved, ip, fp)
+    t = _new(Tensor)
+    t._data = result if type(result) is np.ndarray else np.asarray(result)
+    t._rg = True
     t._tape = tape
-    t._h = tape.new_handle(node)
+    t._out = 0
+    # tape.new_handle(node), inlined: this runs once per recorded op
+    tape.live += 1
+    if tape.free_h:
+        t._h = h = tape.free_h.pop()
+        tape.h2node[h] = node
+    else:
+        t._h = len(tape.h2node)
+        tape.h2node.append(node)
     return t
 
 
@@ -688,19 +705,27 @@ def _frontend(op):
             return apply(op, tensors, **kwargs)
 
     else:
+        import inspect
+
         nin = op.nin
+        # names of the attributes a caller may pass positionally after the tensors
+        names = [
+            p.name
+            for p in inspect.signature(op.forward).parameters.values()
+            if p.kind is p.POSITIONAL_OR_KEYWORD
+        ][nin:]
 
         def f(*args, **kwargs):
-            if len(args) > nin:  # positional attributes (dim, ...) after the tensors
-                import inspect
-
-                params = [
-                    p
-                    for p in inspect.signature(op.forward).parameters.values()
-                    if p.kind is p.POSITIONAL_OR_KEYWORD
-                ][nin:]
-                for p, v in zip(params, args[nin:], strict=False):
-                    kwargs[p.name] = v
+            if len(args) > nin:
+                if len(args) - nin > len(names):
+                    raise TypeError(
+                        f"{op.name}() takes {nin + len(names)} positional arguments but "
+                        f"{len(args)} were given"
+                    )
+                for name, v in zip(names, args[nin:], strict=False):
+                    if name in kwargs:
+                        raise TypeError(f"{op.name}() got multiple values for argument '{name}'")
+                    kwargs[name] = v
                 args = args[:nin]
             return apply(op, *args, **kwargs)
 

@@ -141,6 +141,18 @@ def _compact(n, roots, cols, v64, v32, new_cols, nv64, nv32):
 
 _NODE_COLS = ("op", "flags", "ip_start", "ip_len", "fp_start", "fp_len")
 _PTR_COLS = ("edge_ptr", "out_ptr", "saved_ptr")
+# a pending node's row (see Tape.record); *_ptr columns hold the node's end pointer
+_ROW = (
+    "op",
+    "flags",
+    "ip_start",
+    "ip_len",
+    "fp_start",
+    "fp_len",
+    "edge_ptr",
+    "out_ptr",
+    "saved_ptr",
+)
 _COLS = (
     "op",
     "flags",
@@ -249,9 +261,7 @@ class Tape:
     # about 3 us a node. Anything that reads or changes the columns calls flush() first.
 
     def _new_pending(self):
-        self._op, self._flags = [], []
-        self._ips, self._ipl, self._fps, self._fpl = [], [], [], []
-        self._eptr, self._optr, self._sptr = [], [], []
+        self._rows = []  # one tuple a node: see _ROW
         self._en, self._ei, self._on, self._so, self._sa = [], [], [], [], []
         self._v64, self._v32 = [], []
         self.nflushed = self.n
@@ -263,24 +273,21 @@ class Tape:
         Returns the node id. Callers ``reserve()`` first.
         """
         i = self.n
-        self._op.append(opcode)
-        start = self.ip_pool.get(ip)
-        self._ips.append(self._intern(self.ip_pool, ip, "i") if start is None else start)
-        self._ipl.append(len(ip))
-        start = self.fp_pool.get(fp)
-        self._fps.append(self._intern(self.fp_pool, fp, "f") if start is None else start)
-        self._fpl.append(len(fp))
-        self._en.extend(enodes)
-        self._ei.extend(enrs)
-        self.ne += len(enodes)
-        self._eptr.append(self.ne)
-        self._on.extend(out_numels)
-        self.no += len(out_numels)
-        self._optr.append(self.no)
+        ips = self.ip_pool.get(ip)
+        if ips is None:
+            ips = self._intern(self.ip_pool, ip, "i")
+        fps = self.fp_pool.get(fp)
+        if fps is None:
+            fps = self._intern(self.fp_pool, fp, "f")
+        self._en += enodes
+        self._ei += enrs
+        self.ne = ne = self.ne + len(enodes)
+        self._on += out_numels
+        self.no = no = self.no + len(out_numels)
         flags = F32 if f32 else 0
-        keep = None
         if saved:
             flags |= HAS_SAVED
+            keep = None
             so, sa = self._so, self._sa
             for a in saved:
                 m = a.size
@@ -296,7 +303,7 @@ class Tape:
                     if m == 1:
                         vals.append(a.item())
                     else:
-                        vals.extend(a.reshape(-1).tolist())
+                        vals += a.reshape(-1).tolist()
                     sa.append(m)  # arena values: the length (used by compaction)
                 else:
                     if not a.flags.c_contiguous:
@@ -305,30 +312,28 @@ class Tape:
                     sa.append(address_of(a))
                     keep = (a,) if keep is None else keep + (a,)
             self.ns += len(saved)
-        self._sptr.append(self.ns)
-        self._flags.append(flags)
-        self.obj.append(keep)
-        if keep is not None:
-            self.heavy.append(i)
+            self.obj.append(keep)
+            if keep is not None:
+                self.heavy.append(i)
+        else:
+            self.obj.append(None)
+        self._rows.append((opcode, flags, ips, len(ip), fps, len(fp), ne, no, self.ns))
         self.n = i + 1
         if i + 1 >= len(self.op):  # compaction here would renumber the edges' nodes
             raise RuntimeError("internal error: tape.record() without reserve()")
         return i
 
     def flush(self):
-        """Move pending nodes into the numpy columns."""
+        """Move pending nodes into the numpy columns (one bulk conversion a column)."""
         n0, n1 = self.nflushed, self.n
         if n0 == n1:
             return
-        self.op[n0:n1] = self._op
-        self.flags[n0:n1] = self._flags
-        self.ip_start[n0:n1] = self._ips
-        self.ip_len[n0:n1] = self._ipl
-        self.fp_start[n0:n1] = self._fps
-        self.fp_len[n0:n1] = self._fpl
-        self.edge_ptr[n0 + 1 : n1 + 1] = self._eptr
-        self.out_ptr[n0 + 1 : n1 + 1] = self._optr
-        self.saved_ptr[n0 + 1 : n1 + 1] = self._sptr
+        rows = np.array(self._rows, dtype=np.int64)
+        for j, name in enumerate(_ROW):
+            if name.endswith("_ptr"):
+                getattr(self, name)[n0 + 1 : n1 + 1] = rows[:, j]
+            else:
+                getattr(self, name)[n0:n1] = rows[:, j]
         e0, o0, s0, a0, b0 = self.flushed
         for (name, name2), lo, hi, items, items2 in (
             (("edge_node", "edge_input_nr"), e0, self.ne, self._en, self._ei),
@@ -352,8 +357,9 @@ class Tape:
 
     def record_accumulate(self, leaf, f32, numel):
         """An AccumulateGrad node for ``leaf`` (no edges, one output: the leaf's gradient)."""
-        i = self.record(OP_ACCUMULATE_GRAD, f32, (), (), (numel,), (), (), ())
-        self._flags[-1] |= ACC
+        i = self.record(OP_ACCUMULATE_GRAD, f32, [], [], [numel], (), (), ())
+        row = self._rows[-1]
+        self._rows[-1] = (row[0], row[1] | ACC) + row[2:]
         self.obj[i] = leaf
         return i
 

@@ -250,9 +250,18 @@ def _cat_forward(*arrays, dim=0):
     return np.concatenate(arrays, axis=d), (), ip, ()
 
 
+_STACK0 = {}  # (count, dtype) -> iparams of stacking that many 0-dim tensors
+
+
 def _stack_forward(*arrays, dim=0):
     if not arrays:
         raise RuntimeError("stack(): expected a non-empty list of Tensors")
+    if dim in (0, -1) and all(a.ndim == 0 for a in arrays):  # scalars: one np.array call
+        k = len(arrays)
+        ip = _STACK0.get(k)
+        if ip is None:
+            ip = _STACK0[k] = (1, 1, k, k, *([1] * k))
+        return np.array(arrays, dtype=arrays[0].dtype), (), ip, ()
     d = wrap_dim("stack", dim, arrays[0].ndim + 1)
     for k, a in enumerate(arrays):
         if a.shape != arrays[0].shape:
@@ -289,7 +298,8 @@ def _unbind_forward(x, dim=0):
         raise IndexError("unbind(): Dimension specified as 0 but tensor has no dimensions")
     d = wrap_dim("unbind", dim, x.ndim)
     outer, size, inner = outer_inner(x.shape, d)
-    results = tuple(np.take(x, i, axis=d) for i in range(size))
+    index = (slice(None),) * d
+    results = tuple(np.asarray(x[index + (i,)]) for i in range(size))  # views, as torch's
     return results, (), (outer, size, inner), ()
 
 
