@@ -100,7 +100,7 @@ def _execute(roots, grads, retain_graph, targets):
     else:
         mode = 1
         tnodes = np.array([e[0] for e in target_edges if e[0] >= 0], np.int64)
-    state, buf_off, G64, G32 = scheduler.prepare(
+    state, buf_off, G64, G32, tails = scheduler.prepare(
         n,
         root_nodes,
         tnodes,
@@ -171,7 +171,7 @@ def _execute(roots, grads, retain_graph, targets):
             else:
                 keep.append(node)
         tape.heavy = keep
-    return tape, state, buf_off, G64, G32, target_edges
+    return tape, state, buf_off, G64, G32, target_edges, tails
 
 
 def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
@@ -193,6 +193,38 @@ def _run_tensor_hooks(tape, per_output, node, buf_off, G64, G32):
         G = G32 if tape.flags[node] & F32 else G64
         buf = G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
         buf[...] = run_hooks(fns, buf)
+
+
+def _accumulate_leaves(tape, state, buf_off, G64, G32, tails):
+    """AccumulateGrad for every leaf the backward reached (PyTorch's accumulateGrad).
+
+    A leaf's first gradient is a view of one copy of the arenas' leaf tail (never of a
+    buffer the engine reuses, nor of a tensor the user holds); later ones add in place.
+    """
+    n = len(state)
+    flags = tape.flags[:n]
+    leaves = np.flatnonzero((state == 1) & ((flags & ACC) != 0))
+    if not len(leaves):
+        return
+    offs = buf_off[tape.out_ptr[leaves]].tolist()
+    is32 = (flags[leaves] & F32).tolist()
+    copies = [None, None]
+    obj = tape.obj
+    for node, off, f32 in zip(leaves.tolist(), offs, is32, strict=True):
+        leaf = obj[node]
+        if not leaf._rg:
+            continue
+        a = leaf._data
+        G = G32 if f32 else G64
+        g = G[off : off + a.size].reshape(a.shape)
+        if leaf._grad is None and not leaf._hooks:
+            tail = copies[f32]
+            if tail is None:
+                tail = copies[f32] = G[tails[f32] :].copy()
+            off -= tails[f32]
+            leaf._grad = _wrap(tail[off : off + a.size].reshape(a.shape))
+            continue
+        _accumulate(leaf, g)
 
 
 def _accumulate(t, g):
@@ -236,16 +268,11 @@ def backward(
         for t in targets:
             if not t._rg:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
-    tape, state, buf_off, G64, G32, target_edges = _execute(roots, grads, retain_graph, targets)
+    tape, state, buf_off, G64, G32, target_edges, tails = _execute(
+        roots, grads, retain_graph, targets
+    )
     if targets is None:
-        flags = tape.flags[: tape.n]
-        leaves = np.flatnonzero((state == 1) & ((flags & ACC) != 0))
-        obj = tape.obj
-        for node in leaves.tolist():
-            leaf = obj[node]
-            g = _buffer(tape, state, buf_off, G64, G32, node, 0, leaf._data.shape)
-            if leaf._rg:
-                _accumulate(leaf, g)
+        _accumulate_leaves(tape, state, buf_off, G64, G32, tails)
     else:
         for t, (node, k) in zip(targets, target_edges, strict=True):
             g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
@@ -309,7 +336,7 @@ def grad(
     grads = _as_tuple(grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
-    tape, state, buf_off, G64, G32, target_edges = _execute(roots, grads, retain_graph, targets)
+    tape, state, buf_off, G64, G32, target_edges, _ = _execute(roots, grads, retain_graph, targets)
     result = []
     for i, (t, (node, k)) in enumerate(zip(targets, target_edges, strict=True)):
         g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)

@@ -45,7 +45,7 @@ def generate(ops, digest):
     lines += [
         "",
         "",
-        "@numba.njit",
+        '@numba.njit(inline="always")',
         "def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):",
     ]
     for j, op in enumerate(live):

@@ -37,9 +37,10 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
     nodes on a path from a root to a target run (``inputs=`` / ``grad()``; PyTorch's
     exec_info); targets get buffers so their gradients can be captured.
 
-    Returns (state, buf_off, G64, G32): ``state[i]`` is 1 for a node that runs, 2 for a
-    target that does not run, 0 otherwise; ``buf_off[out_ptr[i] + k]`` the offset of the
-    buffer of node i's output k in the arena of node i's dtype (-1: none).
+    Returns (state, buf_off, G64, G32, tails): ``state[i]`` is 1 for a node that runs, 2 for
+    a target that does not run, 0 otherwise; ``buf_off[out_ptr[i] + k]`` the offset of the
+    buffer of node i's output k in the arena of node i's dtype (-1: none); ``tails`` where
+    the AccumulateGrad buffers start in G64 and G32.
     """
     top = -1
     for r in roots:
@@ -73,16 +74,21 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
     buf_off = np.full(out_ptr[n], -1, np.int64)
     n64 = 0
     n32 = 0
-    for i in range(top + 1):
-        if state[i]:
-            for o in range(out_ptr[i], out_ptr[i + 1]):
-                if flags[i] & F32:
-                    buf_off[o] = n32
-                    n32 += out_numel[o]
-                else:
-                    buf_off[o] = n64
-                    n64 += out_numel[o]
-    return state, buf_off, np.zeros(n64, np.float64), np.zeros(n32, np.float32)
+    # AccumulateGrad buffers go last in each arena, so the leaves' gradients are one
+    # contiguous tail that the engine copies once (tails[0], tails[1]: where they start)
+    for acc_pass in range(2):
+        if acc_pass == 1:
+            tails = np.array([n64, n32], np.int64)
+        for i in range(top + 1):
+            if state[i] and ((flags[i] & ACC) != 0) == (acc_pass == 1):
+                for o in range(out_ptr[i], out_ptr[i + 1]):
+                    if flags[i] & F32:
+                        buf_off[o] = n32
+                        n32 += out_numel[o]
+                    else:
+                        buf_off[o] = n64
+                        n64 += out_numel[o]
+    return state, buf_off, np.zeros(n64, np.float64), np.zeros(n32, np.float32), tails
 
 
 @numba.njit(cache=True)
@@ -150,7 +156,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: f0076b58b6d6131e
+# sources hash: ec280d36731b77cd
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg
@@ -202,7 +208,7 @@ _k52 = _OPS[51].backward  # unbind
 _k53 = _OPS[52].backward  # select
 
 
-@numba.njit
+@numba.njit(inline="always")
 def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
     if op == 1:
         if f32:

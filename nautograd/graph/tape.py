@@ -222,6 +222,8 @@ class Tape:
     def reserve(self, k):
         """Make room for ``k`` more nodes. Call before computing edges: it may compact."""
         if self.n + k < len(self.op):
+            if self.n - self.nflushed >= 1024:  # flush as the graph grows, not at backward
+                self.flush()
             return
         self.flush()
         # many nodes but few live handles: most of the tape is unreachable, sweep it
