@@ -510,7 +510,14 @@ def test_two_threads_independent_backward():
     close(results[2], [8.0, 8.0])
 
 
-def test_training_loop_keeps_tape_bounded():
+def _rss_bytes():
+    import os
+
+    with open("/proc/self/statm") as fh:
+        return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_training_loop_keeps_tape_and_rss_flat():
     from nautograd.graph.tape import current_tape
 
     ng.manual_seed(0)
@@ -518,6 +525,7 @@ def test_training_loop_keeps_tape_bounded():
     b = ng.zeros(3, requires_grad=True)
     x = ng.randn(8, 4)
     sizes = []
+    rss = {}
     for step in range(10_000):
         loss = ((x @ w + b).tanh() ** 2).mean()
         loss.backward()
@@ -528,7 +536,12 @@ def test_training_loop_keeps_tape_bounded():
         b.grad = None
         if step % 1000 == 999:
             sizes.append(current_tape().n)
+        if step in (999, 9999):
+            gc.collect()
+            rss[step] = _rss_bytes()
     assert max(sizes) < 2048, sizes
+    # after warm-up, 9,000 more steps may not grow the process by more than a few MB
+    assert rss[9999] - rss[999] < 8 * 2**20, rss
 
 
 def test_graph_released_memory_after_backward():
