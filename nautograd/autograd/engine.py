@@ -100,7 +100,7 @@ def _execute(roots, grads, retain_graph, targets):
     else:
         mode = 1
         tnodes = np.array([e[0] for e in target_edges if e[0] >= 0], np.int64)
-    state, buf_off, G64, G32, tails = scheduler.prepare(
+    state, buf_off, n64, n32, tails = scheduler.prepare(
         n,
         root_nodes,
         tnodes,
@@ -112,6 +112,39 @@ def _execute(roots, grads, retain_graph, targets):
         tape.out_ptr,
         tape.out_numel,
     )
+    G64, G32, owned = tape.grad_arenas(n64, n32)
+    try:
+        return _walk(
+            tape,
+            state,
+            buf_off,
+            G64,
+            G32,
+            root_nodes,
+            root_edges,
+            root_grads,
+            retain_graph,
+            target_edges,
+            tails,
+        ) + (owned,)
+    except BaseException:
+        tape.release_grad_arenas(owned)
+        raise
+
+
+def _walk(
+    tape,
+    state,
+    buf_off,
+    G64,
+    G32,
+    root_nodes,
+    root_edges,
+    root_grads,
+    retain_graph,
+    target_edges,
+    tails,
+):
     flags, out_ptr = tape.flags, tape.out_ptr
     for (node, k), g in zip(root_edges, root_grads, strict=True):
         off = buf_off[out_ptr[node] + k]
@@ -268,31 +301,34 @@ def backward(
         for t in targets:
             if not t._rg:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
-    tape, state, buf_off, G64, G32, target_edges, tails = _execute(
+    tape, state, buf_off, G64, G32, target_edges, tails, owned = _execute(
         roots, grads, retain_graph, targets
     )
-    if targets is None:
-        _accumulate_leaves(tape, state, buf_off, G64, G32, tails)
-    else:
-        for t, (node, k) in zip(targets, target_edges, strict=True):
-            g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
-            if g is None:
-                continue
-            if t._h >= 0:
-                t.retain_grad()
-            else:
-                _accumulate(t, g)
-    for node, outs in list(tape.retained.items()):
-        if node < len(state) and state[node]:
-            for k, ref in list(outs.items()):
-                t = ref()
-                if t is None:
-                    del outs[k]
-                    continue
-                if targets is not None and not any(t is x for x in targets):
-                    continue
+    try:
+        if targets is None:
+            _accumulate_leaves(tape, state, buf_off, G64, G32, tails)
+        else:
+            for t, (node, k) in zip(targets, target_edges, strict=True):
                 g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
-                _accumulate(t, g)
+                if g is None:
+                    continue
+                if t._h >= 0:
+                    t.retain_grad()
+                else:
+                    _accumulate(t, g)
+        for node, outs in list(tape.retained.items()):
+            if node < len(state) and state[node]:
+                for k, ref in list(outs.items()):
+                    t = ref()
+                    if t is None:
+                        del outs[k]
+                        continue
+                    if targets is not None and not any(t is x for x in targets):
+                        continue
+                    g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
+                    _accumulate(t, g)
+    finally:
+        tape.release_grad_arenas(owned)
 
 
 def grad(
@@ -336,20 +372,25 @@ def grad(
     grads = _as_tuple(grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
-    tape, state, buf_off, G64, G32, target_edges, _ = _execute(roots, grads, retain_graph, targets)
-    result = []
-    for i, (t, (node, k)) in enumerate(zip(targets, target_edges, strict=True)):
-        g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
-        if g is None:
-            if not allow_unused:
-                # torch 2.13's text (older releases said "One of the differentiated Tensors")
-                raise RuntimeError(
-                    f"The differentiated Tensor at index {i} appears to not have been used in "
-                    "the graph. Set allow_unused=True if this is the desired behavior."
-                )
-            result.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)
-        else:
-            result.append(_wrap(g.copy()))
+    tape, state, buf_off, G64, G32, target_edges, _, owned = _execute(
+        roots, grads, retain_graph, targets
+    )
+    try:
+        result = []
+        for i, (t, (node, k)) in enumerate(zip(targets, target_edges, strict=True)):
+            g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
+            if g is None:
+                if not allow_unused:
+                    # torch 2.13's text (older releases said "One of the differentiated Tensors")
+                    raise RuntimeError(
+                        f"The differentiated Tensor at index {i} appears to not have been used in "
+                        "the graph. Set allow_unused=True if this is the desired behavior."
+                    )
+                result.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)
+            else:
+                result.append(_wrap(g.copy()))
+    finally:
+        tape.release_grad_arenas(owned)
     if as_dict:
         return dict(zip(keys, result, strict=True))
     return tuple(result)

@@ -37,10 +37,10 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
     nodes on a path from a root to a target run (``inputs=`` / ``grad()``; PyTorch's
     exec_info); targets get buffers so their gradients can be captured.
 
-    Returns (state, buf_off, G64, G32, tails): ``state[i]`` is 1 for a node that runs, 2 for
+    Returns (state, buf_off, n64, n32, tails): ``state[i]`` is 1 for a node that runs, 2 for
     a target that does not run, 0 otherwise; ``buf_off[out_ptr[i] + k]`` the offset of the
-    buffer of node i's output k in the arena of node i's dtype (-1: none); ``tails`` where
-    the AccumulateGrad buffers start in G64 and G32.
+    buffer of node i's output k in the arena of node i's dtype (-1: none); ``n64``/``n32``
+    the sizes the gradient arenas need; ``tails`` where the AccumulateGrad buffers start.
     """
     top = -1
     for r in roots:
@@ -88,7 +88,7 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
                     else:
                         buf_off[o] = n64
                         n64 += out_numel[o]
-    return state, buf_off, np.zeros(n64, np.float64), np.zeros(n32, np.float32), tails
+    return state, buf_off, n64, n32, tails
 
 
 @numba.njit(cache=True)
@@ -156,7 +156,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: ec280d36731b77cd
+# sources hash: e8da308042bfbfaf
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg

@@ -164,9 +164,28 @@ sin = _unary_op("sin", np.sin, _d_sin)
 cos = _unary_op("cos", np.cos, _d_cos)
 tanh = _unary_op("tanh", np.tanh, _d_tanh, nn_functional=True)
 sigmoid = _unary_op("sigmoid", _sigmoid, _d_sigmoid, nn_functional=True)
-relu = _unary_op(
-    "relu", lambda x: np.maximum(x, x.dtype.type(0)), _d_relu, nn_functional=True, int_ok=True
-)
+
+
+@numba.njit(cache=True, nogil=True)
+def _relu_loop(x):
+    # one vectorised pass; NaN passes through as in torch (np.maximum is ~5x slower here)
+    out = np.empty_like(x)
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    zero = x.dtype.type(0)
+    for i in range(xf.size):
+        v = xf[i]
+        of[i] = zero if v <= zero else v
+    return out
+
+
+def _relu(x):
+    if x.size >= 4096 and x.dtype.kind == "f" and x.flags.c_contiguous:
+        return _relu_loop(x)
+    return np.maximum(x, x.dtype.type(0))
+
+
+relu = _unary_op("relu", _relu, _d_relu, nn_functional=True, int_ok=True)
 
 
 def _softplus_forward(x, beta=1.0, threshold=20.0):
@@ -284,6 +303,26 @@ def _binary_kernel(name, partial):
         g = view(G, go[0], n)
         x = saved(V, so, sa, 0, nx)
         y = saved(V, so, sa, 1, ny)
+        if mode == 2:
+            # two dims after coalescing (bias rows, columns, outer products): walk them
+            # directly instead of building index arrays
+            d0, d1 = ip[4], ip[5]
+            x0, x1, y0, y1 = ip[6], ip[7], ip[8], ip[9]
+            if gi[0] >= 0:
+                grad_x = view(G, gi[0], nx)
+                for a in range(d0):
+                    for b in range(d1):
+                        xi = a * x0 + b * x1
+                        yi = a * y0 + b * y1
+                        grad_x[xi] += g[a * d1 + b] * partial(x[xi], y[yi])[0]
+            if gi[1] >= 0:
+                grad_y = view(G, gi[1], ny)
+                for a in range(d0):
+                    for b in range(d1):
+                        xi = a * x0 + b * x1
+                        yi = a * y0 + b * y1
+                        grad_y[yi] += g[a * d1 + b] * partial(x[xi], y[yi])[1]
+            return
         if mode > 0:
             xo = bcast_offsets(ip, 4, mode, 0, n)
             yo = bcast_offsets(ip, 4, mode, 1, n)
@@ -445,6 +484,12 @@ def _linear2(G, go, gi, ip, ax, ay):
         if m == n:  # this operand is not broadcast
             for i in range(n):
                 grad[i] += a * g[i]
+        elif mode == 2:  # two dims after coalescing (a bias row or column): no index arrays
+            d0, d1 = ip[4], ip[5]
+            s0, s1 = ip[6 + 2 * k], ip[7 + 2 * k]
+            for r in range(d0):
+                for c in range(d1):
+                    grad[r * s0 + c * s1] += a * g[r * d1 + c]
         elif m == 1:
             acc = 0.0
             for i in range(n):

@@ -2,6 +2,7 @@
 
 import math
 
+import numba
 import numpy as np
 
 from ._jit import bcast_offsets, kernel, saved, view
@@ -10,20 +11,47 @@ from .reduce import _reduce_params
 from .registry import Case, defop
 
 
+@numba.njit(cache=True, nogil=True)
+def _softmax_loop(x, outer, size, inner, log):
+    # y = exp(x - max) / sum(exp(x - max)) along the middle axis of (outer, size, inner);
+    # log: x - max - log(sum(exp(x - max))). One compiled pass instead of six numpy calls.
+    xf = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(xf.size, x.dtype)
+    for o in range(outer):
+        for c in range(inner):
+            base = o * size * inner + c
+            m = -np.inf
+            for j in range(size):
+                v = xf[base + j * inner]
+                if v > m:
+                    m = v
+            if not np.isfinite(m):
+                m = 0.0
+            s = 0.0
+            for j in range(size):
+                s += math.exp(xf[base + j * inner] - m)
+            if log:
+                ls = math.log(s)
+                for j in range(size):
+                    out[base + j * inner] = xf[base + j * inner] - m - ls
+            else:
+                for j in range(size):
+                    out[base + j * inner] = math.exp(xf[base + j * inner] - m) / s
+    return out.reshape(x.shape)
+
+
 def _softmax_forward(x, dim):
     d = wrap_dim("softmax", dim, x.ndim)
-    axis = d if x.ndim else None
-    e = np.exp(x - np.max(x, axis=axis, keepdims=True))
-    result = e / np.sum(e, axis=axis, keepdims=True)
-    return result, (result,), outer_inner(x.shape, d), ()
+    oi = outer_inner(x.shape, d)
+    result = _softmax_loop(x, *oi, False)
+    return result, (result,), oi, ()
 
 
 def _log_softmax_forward(x, dim):
     d = wrap_dim("log_softmax", dim, x.ndim)
-    axis = d if x.ndim else None
-    shifted = x - np.max(x, axis=axis, keepdims=True)
-    result = shifted - np.log(np.sum(np.exp(shifted), axis=axis, keepdims=True))
-    return result, (result,), outer_inner(x.shape, d), ()
+    oi = outer_inner(x.shape, d)
+    result = _softmax_loop(x, *oi, True)
+    return result, (result,), oi, ()
 
 
 @kernel

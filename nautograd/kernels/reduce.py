@@ -6,8 +6,19 @@ from ._jit import bcast_offsets, kernel, view
 from ._shapes import coalesce, numel, wrap_dims
 from .registry import Case, defop
 
+_PARAMS = {}
+
 
 def _reduce_params(op, shape, dim, keepdim):
+    """(dims, result shape, iparams) of a reduction; cached per (op, shape, dim, keepdim)."""
+    key = (op, shape, dim if not isinstance(dim, list) else tuple(dim), keepdim)
+    hit = _PARAMS.get(key)
+    if hit is None:
+        hit = _PARAMS[key] = _reduce_params_uncached(op, shape, dim, keepdim)
+    return hit
+
+
+def _reduce_params_uncached(op, shape, dim, keepdim):
     dims = wrap_dims(op, dim, len(shape))
     kept = tuple(1 if d in dims else s for d, s in enumerate(shape))
     out_shape = kept if keepdim else tuple(s for d, s in enumerate(shape) if d not in dims)
@@ -38,6 +49,11 @@ def _sum_to_input(G, go, gi, ip, scale):
     if mode == 0:
         for i in range(n):
             grad_x[i] += scale * g[i]
+    elif mode == 2:  # two dims after coalescing: no index array
+        d0, d1, s0, s1 = ip[3], ip[4], ip[5], ip[6]
+        for a in range(d0):
+            for b in range(d1):
+                grad_x[a * d1 + b] += scale * g[a * s0 + b * s1]
     elif mode == -1:
         v = scale * g[0]
         for i in range(n):
