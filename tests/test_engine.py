@@ -554,3 +554,41 @@ def test_graph_released_memory_after_backward():
     assert all(tape.obj[n] is None for n in range(tape.n) if not tape.flags[n] & 8)
     del y
     gc.collect()
+
+
+def test_where_gradient_reaches_every_element_not_one():
+    # regression: merging broadcast dims kept the outer stride, so same-shape operands of
+    # `where` sent every element's gradient to one element
+    x = ng.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    y = ng.zeros(2, 3, requires_grad=True)
+    mask = ng.tensor([[True, False, True], [False, True, True]])
+    gx, gy = ng.autograd.grad(ng.where(mask, x, y), [x, y], ng.ones(2, 3))
+    close(gx, mask.numpy().astype(float))
+    close(gy, 1.0 - mask.numpy().astype(float))
+
+
+def test_float32_leaf_in_float64_op_gets_its_gradient():
+    # regression: a float32 leaf promoted inside a float64 op had its gradient written into
+    # the float64 arena at a float32 offset (the leaf's .grad stayed zero)
+    w = ng.tensor([1.0, 2.0], dtype=ng.float32, requires_grad=True)
+    (w * ng.tensor([3.0, 4.0])).sum().backward()
+    assert w.grad.dtype == np.float32
+    close(w.grad, [3.0, 4.0])
+
+
+def test_backward_inside_a_hook_does_not_corrupt_the_outer_backward():
+    # the gradient arenas are reused across backward calls; a nested backward must not share
+    inner = {}
+
+    def hook(g):
+        z = ng.tensor([5.0], requires_grad=True)
+        (gz,) = ng.autograd.grad((z * z).sum(), [z])
+        inner["gz"] = gz
+        return g
+
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    h = x * 3.0
+    h.register_hook(hook)
+    (h * h).sum().backward()
+    close(inner["gz"], [10.0])
+    close(x.grad, [18.0, 36.0])
