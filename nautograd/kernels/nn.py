@@ -44,22 +44,24 @@ def _softmax_forward(x, dim):
     d = wrap_dim("softmax", dim, x.ndim)
     oi = outer_inner(x.shape, d)
     result = _softmax_loop(x, *oi, False)
-    return result, (result,), oi, ()
+    return result, (result,), oi + (0,), ()
 
 
 def _log_softmax_forward(x, dim):
     d = wrap_dim("log_softmax", dim, x.ndim)
     oi = outer_inner(x.shape, d)
     result = _softmax_loop(x, *oi, True)
-    return result, (result,), oi, ()
+    return result, (result,), oi + (1,), ()
 
 
 @kernel
 def softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
-    # grad_x = y * (grad - sum_j grad_j y_j) along the dim
+    # along the dim, with y the saved result:
+    #   softmax (ip[3] == 0):     grad_x = y * (grad - sum_j grad_j y_j)
+    #   log_softmax (ip[3] == 1): grad_x = grad - exp(y) * sum_j grad_j
     if gi[0] < 0:
         return
-    outer, size, inner = ip[0], ip[1], ip[2]
+    outer, size, inner, log = ip[0], ip[1], ip[2], ip[3]
     n = outer * size * inner
     g = view(G, go[0], n)
     y = saved(V, so, sa, 0, n)
@@ -69,31 +71,14 @@ def softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
             base = o * size * inner + c
             s = 0.0
             for j in range(size):
-                s += g[base + j * inner] * y[base + j * inner]
+                i = base + j * inner
+                s += g[i] if log else g[i] * y[i]
             for j in range(size):
                 i = base + j * inner
-                grad_x[i] += y[i] * (g[i] - s)
-
-
-@kernel
-def log_softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
-    # grad_x = grad - exp(y) * sum_j grad_j along the dim
-    if gi[0] < 0:
-        return
-    outer, size, inner = ip[0], ip[1], ip[2]
-    n = outer * size * inner
-    g = view(G, go[0], n)
-    y = saved(V, so, sa, 0, n)
-    grad_x = view(G, gi[0], n)
-    for o in range(outer):
-        for c in range(inner):
-            base = o * size * inner + c
-            s = 0.0
-            for j in range(size):
-                s += g[base + j * inner]
-            for j in range(size):
-                i = base + j * inner
-                grad_x[i] += g[i] - math.exp(y[i]) * s
+                if log:
+                    grad_x[i] += g[i] - math.exp(y[i]) * s
+                else:
+                    grad_x[i] += y[i] * (g[i] - s)
 
 
 _CASES = [Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": -2}), Case(((5,),), {"dim": 0})]
@@ -110,7 +95,7 @@ softmax = defop(
 log_softmax = defop(
     "log_softmax",
     _log_softmax_forward,
-    log_softmax_backward,
+    softmax_backward,
     methods=("log_softmax",),
     nn_functional=True,
     node_name="LogSoftmaxBackward0",
