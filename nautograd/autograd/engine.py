@@ -6,7 +6,7 @@ PyTorch's run_backward / Engine::execute (reference/pytorch_autograd.md, 3.2-3.9
 import numpy as np
 
 from ..graph import scheduler
-from ..graph.tape import ACC, F32, RELEASED, current_tape
+from ..graph.tape import F32, RELEASED, current_tape
 from ..tensor import Tensor, _accumulator, _wrap
 
 _RELEASED_MSG = (
@@ -100,7 +100,7 @@ def _execute(roots, grads, retain_graph, targets):
     else:
         mode = 1
         tnodes = np.array([e[0] for e in target_edges if e[0] >= 0], np.int64)
-    state, buf_off, n64, n32, tails = scheduler.prepare(
+    state, buf_off, n64, n32, tails, leaves = scheduler.prepare(
         n,
         root_nodes,
         tnodes,
@@ -125,7 +125,7 @@ def _execute(roots, grads, retain_graph, targets):
             root_grads,
             retain_graph,
             target_edges,
-            tails,
+            (tails, leaves),
         ) + (owned,)
     except BaseException:
         tape.release_grad_arenas(owned)
@@ -228,19 +228,16 @@ def _run_tensor_hooks(tape, per_output, node, buf_off, G64, G32):
         buf[...] = run_hooks(fns, buf)
 
 
-def _accumulate_leaves(tape, state, buf_off, G64, G32, tails):
+def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves):
     """AccumulateGrad for every leaf the backward reached (PyTorch's accumulateGrad).
 
     A leaf's first gradient is a view of one copy of the arenas' leaf tail (never of a
     buffer the engine reuses, nor of a tensor the user holds); later ones add in place.
     """
-    n = len(state)
-    flags = tape.flags[:n]
-    leaves = np.flatnonzero((state == 1) & ((flags & ACC) != 0))
     if not len(leaves):
         return
     offs = buf_off[tape.out_ptr[leaves]].tolist()
-    is32 = (flags[leaves] & F32).tolist()
+    is32 = (tape.flags[leaves] & F32).tolist()
     copies = [None, None]
     obj = tape.obj
     for node, off, f32 in zip(leaves.tolist(), offs, is32, strict=True):
@@ -306,7 +303,7 @@ def backward(
     )
     try:
         if targets is None:
-            _accumulate_leaves(tape, state, buf_off, G64, G32, tails)
+            _accumulate_leaves(tape, buf_off, G64, G32, *tails)
         else:
             for t, (node, k) in zip(targets, target_edges, strict=True):
                 g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)

@@ -37,10 +37,11 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
     nodes on a path from a root to a target run (``inputs=`` / ``grad()``; PyTorch's
     exec_info); targets get buffers so their gradients can be captured.
 
-    Returns (state, buf_off, n64, n32, tails): ``state[i]`` is 1 for a node that runs, 2 for
+    Returns (state, buf_off, n64, n32, tails, leaves): ``state[i]`` is 1 for a node that runs, 2 for
     a target that does not run, 0 otherwise; ``buf_off[out_ptr[i] + k]`` the offset of the
     buffer of node i's output k in the arena of node i's dtype (-1: none); ``n64``/``n32``
-    the sizes the gradient arenas need; ``tails`` where the AccumulateGrad buffers start.
+    the sizes the gradient arenas need; ``tails`` where the AccumulateGrad buffers start;
+    ``leaves`` the AccumulateGrad nodes that run.
     """
     top = -1
     for r in roots:
@@ -88,7 +89,17 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
                     else:
                         buf_off[o] = n64
                         n64 += out_numel[o]
-    return state, buf_off, n64, n32, tails
+    count = 0
+    for i in range(top + 1):
+        if state[i] == 1 and flags[i] & ACC:
+            count += 1
+    leaves = np.empty(count, np.int64)
+    count = 0
+    for i in range(top + 1):
+        if state[i] == 1 and flags[i] & ACC:
+            leaves[count] = i
+            count += 1
+    return state, buf_off, n64, n32, tails, leaves
 
 
 @numba.njit(cache=True)
@@ -156,7 +167,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: e0ae69da33b47b39
+# sources hash: d0f5b6ae456c1e0e
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg

@@ -249,7 +249,8 @@ class Tape:
     def reserve(self, k):
         """Make room for ``k`` more nodes. Call before computing edges: it may compact."""
         if self.n + k < len(self.op):
-            if self.n - self.nflushed >= 1024:  # flush as the graph grows, not at backward
+            # flush as the graph grows (~1 us a node), so backward only converts the last few
+            if self.n - self.nflushed >= 256:
                 self.flush()
             return
         self.flush()

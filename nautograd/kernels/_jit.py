@@ -25,7 +25,7 @@ def _ptr_like(typingctx, addr, like):
     return sig, codegen
 
 
-@numba.njit
+@numba.njit(inline="always")
 def saved(V, so, sa, k, n):
     """The k-th saved value of a node, ``n`` elements long.
 
@@ -37,7 +37,7 @@ def saved(V, so, sa, k, n):
     return numba.carray(_ptr_like(sa[k], V), (n,))
 
 
-@numba.njit
+@numba.njit(inline="always")
 def view(G, off, n):
     return G[off : off + n]
 
