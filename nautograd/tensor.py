@@ -44,10 +44,6 @@ def dtype_name(dt):
     return "ng." + _NAMES.get(np.dtype(dt), str(dt))
 
 
-def _torch_dtype_name(dt):
-    return {float32: "Float", float64: "Double"}.get(np.dtype(dt), str(dt))
-
-
 class Size(tuple):
     """A tensor's shape: a tuple that prints as torch.Size does."""
 

@@ -30,8 +30,6 @@ import threading
 import numba
 import numpy as np
 
-from ..kernels._jit import saved as _saved  # noqa: F401  (documents the saved-value layout)
-
 F32 = 1  # node computes in float32 (its gradients live in the float32 arena)
 RELEASED = 2  # saved values were freed by a backward without retain_graph
 PY = 4  # the scheduler hands this node to Python (hooks, custom Functions)
@@ -200,7 +198,6 @@ class Tape:
         self.heavy = []  # nodes holding arrays by address, released after backward
         self.retained = {}  # node -> {output_nr: weakref to a tensor that retains grad}
         self.hooks = {}  # node -> {output_nr: (shape, [hook, ...])}: tensor hooks (PY nodes)
-        self.generation = 0  # bumped whenever node ids change (reset or compaction)
         self._g64 = np.zeros(0, np.float64)
         self._g32 = np.zeros(0, np.float32)
         self._arenas_busy = False
@@ -415,13 +412,15 @@ class Tape:
     def reset(self):
         """Forget every node: called when no tensor references the tape any more."""
         self.n = self.ne = self.no = self.ns = self.n64 = self.n32 = 0
+        self.ni = self.nf = 0
+        self.ip_pool = {(): 0}
+        self.fp_pool = {(): 0}
         self.obj = []
         self.heavy = []
         self.retained = {}
         self.hooks = {}
         self.h2node = []
         self.free_h = []
-        self.generation += 1
         self._new_pending()
 
     def compact(self):
@@ -443,7 +442,6 @@ class Tape:
         self.hooks = {int(newid[k]): v for k, v in self.hooks.items() if newid[k] >= 0}
         ids = newid.tolist()
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]
-        self.generation += 1
         self._new_pending()
 
 

@@ -38,13 +38,6 @@ def _view_forward(x, shape):
     return x.reshape(shape), (), (x.size,), ()
 
 
-def _shape_api(op):
-    def api(apply, input, *shape):
-        return apply(op, input, shape=shape)
-
-    return api
-
-
 reshape = defop(
     "reshape",
     _reshape_forward,
