@@ -10,6 +10,7 @@ import numbers
 
 import numpy as np
 
+from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
 from .graph.tape import current_tape
 from .kernels import OPS
@@ -562,6 +563,20 @@ def _scalar(x, dt):
 
 def apply(op, *args, **kwargs):
     """Run ``op`` on tensors / arrays / numbers and record it for backward when needed."""
+    if len(args) == op.nin:
+        # the common case, two (or one) tensors of one floating dtype: no operand conversion,
+        # no promotion (~1 us less per op than the general path below)
+        x = args[0]
+        if type(x) is Tensor:
+            a = x._data
+            dt = a.dtype
+            if dt is float64 or dt is float32:
+                if op.nin == 1:
+                    return _run(op, args, (a,), dt, x._rg, kwargs)
+                if op.nin == 2:
+                    y = args[1]
+                    if type(y) is Tensor and y._data.dtype is dt:
+                        return _run(op, args, (a, y._data), dt, x._rg or y._rg, kwargs)
     if op.nin == -1:
         if len(args) != 1 or isinstance(args[0], Tensor):
             raise TypeError(f"{op.name}(): expected a sequence of Tensors")
@@ -599,13 +614,12 @@ def apply(op, *args, **kwargs):
             dt = _DEFAULT_FLOAT
     elif dt is not float64 and dt is not float32 and dt not in _GRAD_DTYPES:
         dt = float32 if dt.itemsize < 8 else float64
-    record = rg and op.differentiable and is_grad_enabled()
     for k, a in enumerate(arrays):
         if a is None:
             arrays[k] = _scalar(args[k], dt)
         elif a.dtype != dt:
             x = args[k]
-            if record and isinstance(x, Tensor) and x._rg:
+            if rg and isinstance(x, Tensor) and x._rg and op.differentiable and is_grad_enabled():
                 # a recorded cast: every other kernel reads and writes one dtype's arena
                 if not isinstance(args, list):
                     args = list(args)
@@ -613,7 +627,13 @@ def apply(op, *args, **kwargs):
                 arrays[k] = x._data
             else:
                 arrays[k] = a.astype(dt)
+    return _run(op, args, arrays, dt, rg, kwargs)
+
+
+def _run(op, args, arrays, dt, rg, kwargs):
+    """Forward ``op`` on prepared arrays; record a node when grad mode is on and rg."""
     result, saved, ip, fp = op.forward(*arrays, **kwargs)
+    record = rg and op.differentiable and _grad_state.enabled
     multi = isinstance(result, tuple)
     if not record:
         if multi:
