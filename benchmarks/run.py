@@ -26,7 +26,13 @@ def _timeit(fn):
 
 
 def cases(libs, quick):
-    """name -> {lib name: (setup() -> state, run(state))}"""
+    """name -> {lib name: (setup() -> state, run(state), fresh)}
+
+    ``fresh``: call setup before every repetition (backward alone must re-record its
+    graph); otherwise the state is made once and every repetition is one more step, as in a
+    training loop (a first step on freshly allocated tensors measures page faults, not the
+    engines: ~3x the steady-state MLP step for both libraries).
+    """
     n_ops = 2000 if quick else 10_000
     T = 200 if quick else 1000
     plan = W.scalar_dag_plan(n_ops)
@@ -39,7 +45,7 @@ def cases(libs, quick):
         def run(leaves):
             W.scalar_dag_forward(lib, leaves, plan).backward()
 
-        return setup, run
+        return setup, run, False
 
     def dag_b(lib):
         def setup():
@@ -48,7 +54,7 @@ def cases(libs, quick):
         def run(root):
             root.backward()
 
-        return setup, run
+        return setup, run, True
 
     def rnn(lib):
         def setup():
@@ -57,7 +63,7 @@ def cases(libs, quick):
         def run(state):
             W.rnn_loss(lib, *state).backward()
 
-        return setup, run
+        return setup, run, False
 
     def mlp(lib):
         def setup():
@@ -66,7 +72,7 @@ def cases(libs, quick):
         def run(state):
             W.mlp_step(lib, *state)
 
-        return setup, run
+        return setup, run, False
 
     for name, make in (
         (f"scalar_dag_fwd_bwd[{n_ops}]", dag_fb),
@@ -85,13 +91,22 @@ def bench(libs, reps, quick, only=None):
             continue
         times = {lname: [] for lname in per_lib}
         first = {}
-        for lname, (setup, run) in per_lib.items():  # first call (compiles for nautograd)
-            state = setup()
-            first[lname] = _timeit(lambda run=run, state=state: run(state))
+        states = {}
+        for lname, (setup, run, _) in per_lib.items():  # first call (compiles for nautograd)
+            states[lname] = setup()
+            first[lname] = _timeit(lambda run=run, st=states[lname]: run(st))
         for _ in range(reps):
-            for lname, (setup, run) in per_lib.items():
-                state = setup()
-                times[lname].append(_timeit(lambda run=run, state=state: run(state)))
+            for lname, (setup, run, fresh) in per_lib.items():
+                if fresh:
+                    states[lname] = setup()
+                else:
+                    # BLAS/OpenMP worker threads spin for a while after a call: one untimed
+                    # step first, so each library is timed with its own pools active rather
+                    # than the other's still holding the 2 cores (a sleep instead let torch's
+                    # OpenMP workers fall asleep: 80 ms wake-ups)
+                    run(states[lname])
+                st = states[lname]
+                times[lname].append(_timeit(lambda run=run, st=st: run(st)))
         results[name] = (times, first)
         _report(name, times, first)
     return results
