@@ -16,6 +16,20 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+
+def _threads_from_argv(argv):
+    for i, a in enumerate(argv):
+        if a == "--threads" and i + 1 < len(argv):
+            return argv[i + 1]
+        if a.startswith("--threads="):
+            return a.split("=", 1)[1]
+    return str(os.cpu_count())
+
+
+# numpy's and scipy's OpenBLAS (nautograd's BLAS) read their thread count when they load:
+# set it before numpy is imported, so --threads N means N threads for every library
+os.environ.setdefault("OPENBLAS_NUM_THREADS", _threads_from_argv(sys.argv[1:]))
+
 from benchmarks import workloads as W  # noqa: E402
 
 
@@ -166,7 +180,10 @@ def main(argv=None):
     except ImportError:
         print("jax is not installed: not compared")
     reps = args.reps or (3 if args.quick else 7)
-    print(f"threads={args.threads}, repetitions={reps}, quick={args.quick}")
+    print(
+        f"threads={args.threads} (torch intra-op, OpenBLAS {os.environ['OPENBLAS_NUM_THREADS']}), "
+        f"repetitions={reps}, quick={args.quick}"
+    )
     import nautograd as ng
 
     x = ng.tensor([1.0], requires_grad=True)
