@@ -55,11 +55,10 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
                 c = edge_node[e]
                 if c >= 0:
                     reach[c] = 1
-    state = np.zeros(n, np.int8)
     if mode == 0:
-        for i in range(top + 1):
-            state[i] = reach[i]
+        state = reach  # every reachable node runs
     else:
+        state = np.zeros(n, np.int8)
         tgt = np.zeros(n, np.int8)
         for t in targets:
             tgt[t] = 1
@@ -75,30 +74,39 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
     buf_off = np.full(out_ptr[n], -1, np.int64)
     n64 = 0
     n32 = 0
-    # AccumulateGrad buffers go last in each arena, so the leaves' gradients are one
-    # contiguous tail that the engine copies once (tails[0], tails[1]: where they start)
-    for acc_pass in range(2):
-        if acc_pass == 1:
-            tails = np.array([n64, n32], np.int64)
-        for i in range(top + 1):
-            if state[i] and ((flags[i] & ACC) != 0) == (acc_pass == 1):
-                for o in range(out_ptr[i], out_ptr[i + 1]):
-                    if flags[i] & F32:
-                        buf_off[o] = n32
-                        n32 += out_numel[o]
-                    else:
-                        buf_off[o] = n64
-                        n64 += out_numel[o]
+    # one pass lays out every buffer but the AccumulateGrad ones and collects those nodes;
+    # their buffers go last in each arena, so the leaves' gradients are one contiguous tail
+    # that the engine copies once (tails[0], tails[1]: where they start)
+    acc = np.empty(top + 1, np.int64)
     count = 0
     for i in range(top + 1):
-        if state[i] == 1 and flags[i] & ACC:
-            count += 1
-    leaves = np.empty(count, np.int64)
-    count = 0
-    for i in range(top + 1):
-        if state[i] == 1 and flags[i] & ACC:
-            leaves[count] = i
-            count += 1
+        if state[i]:
+            if flags[i] & ACC:
+                acc[count] = i
+                count += 1
+                continue
+            for o in range(out_ptr[i], out_ptr[i + 1]):
+                if flags[i] & F32:
+                    buf_off[o] = n32
+                    n32 += out_numel[o]
+                else:
+                    buf_off[o] = n64
+                    n64 += out_numel[o]
+    tails = np.array([n64, n32], np.int64)
+    running = 0
+    for k in range(count):
+        i = acc[k]
+        o = out_ptr[i]
+        if flags[i] & F32:
+            buf_off[o] = n32
+            n32 += out_numel[o]
+        else:
+            buf_off[o] = n64
+            n64 += out_numel[o]
+        if state[i] == 1:
+            acc[running] = i
+            running += 1
+    leaves = acc[:running].copy()
     return state, buf_off, n64, n32, tails, leaves
 
 
