@@ -23,10 +23,23 @@ state lives in arrays that Python owns. A graph without such nodes makes one cal
 import numba
 import numpy as np
 
+from ..kernels._jit import _ptr_like
 from .tape import ACC, F32, HAS_SAVED, PY, RELEASED  # noqa: F401
 
 DONE = -1
 ERR_RELEASED = -2
+
+
+@numba.njit(inline="always")
+def _borrow(a):
+    """A view of ``a`` without a reference-counted owner.
+
+    Numba increments and decrements (atomically) the owner of every array argument of a call;
+    kernels take nine arrays, so the counting cost more than the scalar kernels' work (~85 ns
+    a call). Views with no owner skip it. Safe here: Python holds every array for the whole
+    call of ``run``.
+    """
+    return numba.carray(_ptr_like(a.ctypes.data, a), a.shape)
 
 
 @numba.njit(cache=True)
@@ -146,7 +159,17 @@ def run(
     for i in range(start + 1):
         if state[i] == 1:
             width = max(width, edge_ptr[i + 1] - edge_ptr[i])
-    gi_all = np.empty(max(width, 1), np.int64)
+    gi_owned = np.empty(max(width, 1), np.int64)
+    gi_all = _borrow(gi_owned)
+    G64 = _borrow(G64)
+    G32 = _borrow(G32)
+    V64 = _borrow(V64)
+    V32 = _borrow(V32)
+    buf_off_b = _borrow(buf_off)
+    iparams = _borrow(iparams)
+    fparams = _borrow(fparams)
+    saved_off = _borrow(saved_off)
+    saved_addr = _borrow(saved_addr)
     for i in range(start, -1, -1):
         if state[i] != 1:
             continue
@@ -163,7 +186,7 @@ def run(
         for j in range(k):
             c = edge_node[e0 + j]
             gi[j] = buf_off[out_ptr[c] + edge_input_nr[e0 + j]] if c >= 0 and state[c] else -1
-        go = buf_off[out_ptr[i] : out_ptr[i + 1]]
+        go = buf_off_b[out_ptr[i] : out_ptr[i + 1]]
         ip = iparams[ip_start[i] : ip_start[i] + ip_len[i]]
         fp = fparams[fp_start[i] : fp_start[i] + fp_len[i]]
         so = saved_off[saved_ptr[i] : saved_ptr[i + 1]]
@@ -171,6 +194,7 @@ def run(
         _dispatch(op[i], f & F32, G64, G32, go, gi, V64, V32, so, sa, ip, fp)
         if not retain:
             flags[i] = f | RELEASED
+    gi_owned[0] = 0  # keeps the owned scratch alive until here
     return DONE
 
 
