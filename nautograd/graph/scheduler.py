@@ -42,6 +42,16 @@ def _borrow(a):
     return numba.carray(_ptr_like(a.ctypes.data, a), a.shape)
 
 
+@numba.njit(inline="always")
+def _place(o, f32, out_numel, buf_off, n64, n32):
+    """Give output slot ``o`` the next buffer of its dtype's arena; returns the new ends."""
+    if f32:
+        buf_off[o] = n32
+        return n64, n32 + out_numel[o]
+    buf_off[o] = n64
+    return n64 + out_numel[o], n32
+
+
 @numba.njit(cache=True)
 def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, out_ptr, out_numel):
     """Reachability, selective execution and buffer layout for one backward.
@@ -99,23 +109,12 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
                 count += 1
                 continue
             for o in range(out_ptr[i], out_ptr[i + 1]):
-                if flags[i] & F32:
-                    buf_off[o] = n32
-                    n32 += out_numel[o]
-                else:
-                    buf_off[o] = n64
-                    n64 += out_numel[o]
+                n64, n32 = _place(o, flags[i] & F32, out_numel, buf_off, n64, n32)
     tails = np.array([n64, n32], np.int64)
     running = 0
     for k in range(count):
         i = acc[k]
-        o = out_ptr[i]
-        if flags[i] & F32:
-            buf_off[o] = n32
-            n32 += out_numel[o]
-        else:
-            buf_off[o] = n64
-            n64 += out_numel[o]
+        n64, n32 = _place(out_ptr[i], flags[i] & F32, out_numel, buf_off, n64, n32)
         if state[i] == 1:
             acc[running] = i
             running += 1
