@@ -662,6 +662,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
             enrs.append(0)
     if multi:
         node = tape.record(op.opcode, f32, enodes, enrs, [r.size for r in outs], saved, ip, fp)
+        if saved and tape.obj[node] is not None:
+            _note_versions(tape, node, args, saved)
         wrapped = []
         for k, r in enumerate(outs):
             t = _wrap(np.asarray(r), True)
@@ -671,6 +673,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
             wrapped.append(t)
         return tuple(wrapped)
     node = tape.record(op.opcode, f32, enodes, enrs, [result.size], saved, ip, fp)
+    if saved and tape.obj[node] is not None:
+        _note_versions(tape, node, args, saved)
     t = _new(Tensor)
     t._data = result if type(result) is np.ndarray else np.asarray(result)
     t._rg = True
@@ -685,6 +689,23 @@ def _run(op, args, arrays, dt, rg, kwargs):
         t._h = len(tape.h2node)
         tape.h2node.append(node)
     return t
+
+
+def _note_versions(tape, node, args, saved):
+    """Remember the version of each input tensor whose memory the node saved by address.
+
+    backward() compares them (PyTorch's SavedVariable check) so that a saved tensor changed in
+    place under no_grad raises instead of silently entering the gradient. Values of at most
+    SMALL elements are copies of the forward-time value and need no check.
+    """
+    entries = []
+    for x in args:
+        if isinstance(x, Tensor) and any(a is x._data for a in saved):
+            if x._vc is None:
+                x._vc = [0]
+            entries.append((x._vc, x._vc[0], x._data.shape, x._data.dtype))
+    if entries:
+        tape.versions[node] = entries
 
 
 def _accumulator(tape, leaf):

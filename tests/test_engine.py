@@ -592,3 +592,16 @@ def test_backward_inside_a_hook_does_not_corrupt_the_outer_backward():
     (h * h).sum().backward()
     close(inner["gz"], [10.0])
     close(x.grad, [18.0, 36.0])
+
+
+def test_saved_tensor_modified_in_place_raises_instead_of_a_silent_wrong_gradient():
+    w = ng.randn(8, 8, requires_grad=True)  # large enough to be saved by address
+    x = ng.randn(8, 8)
+    y = (w * x).sum()
+    with ng.no_grad():
+        x.mul_(2.0)  # x was saved for w's gradient
+    with pytest.raises(RuntimeError, match="modified by an inplace operation.*is at version 1; expected version 0"):
+        y.backward()
+    # a graph recorded after the update is fine
+    (w * x).sum().backward()
+    close(w.grad, x.numpy())

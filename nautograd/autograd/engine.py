@@ -146,6 +146,8 @@ def _walk(
     tails,
 ):
     flags, out_ptr = tape.flags, tape.out_ptr
+    if tape.versions:
+        _check_versions(tape, state)
     for (node, k), g in zip(root_edges, root_grads, strict=True):
         off = buf_off[out_ptr[node] + k]
         G = G32 if flags[node] & F32 else G64
@@ -201,10 +203,28 @@ def _walk(
         for node in tape.heavy:
             if flags[node] & RELEASED:
                 tape.obj[node] = None
+                tape.versions.pop(node, None)
             else:
                 keep.append(node)
         tape.heavy = keep
     return tape, state, buf_off, G64, G32, target_edges, tails
+
+
+def _check_versions(tape, state):
+    """PyTorch's saved-variable version check, for values saved by address (E4)."""
+    for node, entries in tape.versions.items():
+        if node >= len(state) or state[node] != 1 or tape.flags[node] & RELEASED:
+            continue
+        for vc, version, shape, dtype in entries:
+            if vc[0] != version:
+                kind = "Float" if dtype == np.float32 else "Double"
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: [torch.{kind}Tensor {list(shape)}] is at version "
+                    f"{vc[0]}; expected version {version} instead. Hint: enable anomaly "
+                    "detection to find the operation that failed to compute its gradient, with "
+                    "torch.autograd.set_detect_anomaly(True, check_nan=False)."
+                )
 
 
 def _buffer(tape, state, buf_off, G64, G32, node, k, shape):

@@ -198,7 +198,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 41c29184b43c78ec
+# sources hash: b2b011f028a3d83b
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg

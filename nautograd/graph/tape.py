@@ -198,6 +198,7 @@ class Tape:
         self.heavy = []  # nodes holding arrays by address, released after backward
         self.retained = {}  # node -> {output_nr: weakref to a tensor that retains grad}
         self.hooks = {}  # node -> {output_nr: (shape, [hook, ...])}: tensor hooks (PY nodes)
+        self.versions = {}  # node -> [(version counter, saved version, shape, dtype), ...]
         self._g64 = np.zeros(0, np.float64)
         self._g32 = np.zeros(0, np.float32)
         self._arenas_busy = False
@@ -419,6 +420,7 @@ class Tape:
         self.heavy = []
         self.retained = {}
         self.hooks = {}
+        self.versions = {}
         self.h2node = []
         self.free_h = []
         self._new_pending()
@@ -440,6 +442,7 @@ class Tape:
         self.heavy = [int(newid[i]) for i in self.heavy if newid[i] >= 0]
         self.retained = {int(newid[k]): v for k, v in self.retained.items() if newid[k] >= 0}
         self.hooks = {int(newid[k]): v for k, v in self.hooks.items() if newid[k] >= 0}
+        self.versions = {int(newid[k]): v for k, v in self.versions.items() if newid[k] >= 0}
         ids = newid.tolist()
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]
         self._new_pending()
