@@ -75,7 +75,12 @@ def _edge(tape, t):
 
 
 def _execute(roots, grads, retain_graph, targets):
-    """Run the scheduler. Returns (tape, state, buf_off, G64, G32, target edges)."""
+    """Run the scheduler.
+
+    Returns (tape, state, buf_off, G64, G32, target edges, (tails, leaves), owned): the
+    gradient arenas stay valid until the caller gives them back with
+    ``tape.release_grad_arenas(owned)``.
+    """
     for i, t in enumerate(roots):
         if not isinstance(t, Tensor):
             raise TypeError(f"backward(): expected Tensors as roots, got {type(t).__name__}")
