@@ -600,7 +600,9 @@ def test_saved_tensor_modified_in_place_raises_instead_of_a_silent_wrong_gradien
     y = (w * x).sum()
     with ng.no_grad():
         x.mul_(2.0)  # x was saved for w's gradient
-    with pytest.raises(RuntimeError, match="modified by an inplace operation.*is at version 1; expected version 0"):
+    with pytest.raises(
+        RuntimeError, match="modified by an inplace operation.*is at version 1; expected version 0"
+    ):
         y.backward()
     # a graph recorded after the update is fine
     (w * x).sum().backward()
