@@ -21,13 +21,6 @@ def _writable(path):
         return False
 
 
-def cache_dir():
-    """The directory Numba caches nautograd's compiled code in."""
-    if numba.config.CACHE_DIR:
-        return numba.config.CACHE_DIR
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
-
-
 def configure():
     if os.environ.get("NUMBA_CACHE_DIR") or numba.config.CACHE_DIR:
         return

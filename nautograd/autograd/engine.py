@@ -119,100 +119,72 @@ def _execute(roots, grads, retain_graph, targets):
     )
     G64, G32, owned = tape.grad_arenas(n64, n32)
     try:
-        return _walk(
-            tape,
-            state,
-            buf_off,
-            G64,
-            G32,
-            root_nodes,
-            root_edges,
-            root_grads,
-            retain_graph,
-            target_edges,
-            (tails, leaves),
-        ) + (owned,)
+        flags, out_ptr = tape.flags, tape.out_ptr
+        if tape.versions:
+            _check_versions(tape, state)
+        for (node, k), g in zip(root_edges, root_grads, strict=True):
+            off = buf_off[out_ptr[node] + k]
+            G = G32 if flags[node] & F32 else G64
+            G[off : off + g.size] += g
+        # A graph of one dtype passes the other dtype's (unused) arenas as empty arrays of its own
+        # dtype, so `run` is specialised -- and its kernels compiled -- only for dtypes in use:
+        # float32 kernels cost nothing until a float32 graph runs (~20 s of cold compile each).
+        V64, V32 = tape.v64, tape.v32
+        if not len(G32):
+            G32, V32 = _EMPTY64, _EMPTY64
+        elif not len(G64):
+            G64, V64 = _EMPTY32, _EMPTY32
+        retain = bool(retain_graph)
+        start = int(root_nodes.max()) if len(root_nodes) else -1
+        skip_py = False
+        hooks = tape.hooks
+        while True:
+            status = scheduler.run(
+                start,
+                retain,
+                state,
+                buf_off,
+                G64,
+                G32,
+                tape.op,
+                flags,
+                tape.edge_ptr,
+                tape.edge_node,
+                tape.edge_input_nr,
+                out_ptr,
+                tape.saved_ptr,
+                tape.saved_off,
+                tape.saved_addr,
+                tape.ip_start,
+                tape.ip_len,
+                tape.iparams,
+                tape.fp_start,
+                tape.fp_len,
+                tape.fparams,
+                V64,
+                V32,
+                skip_py,
+            )
+            if status == scheduler.DONE:
+                break
+            if status <= scheduler.ERR_RELEASED:
+                raise RuntimeError(_RELEASED_MSG)
+            # a Python node: run its tensor hooks on its gradient buffers, then run it natively
+            _run_tensor_hooks(tape, hooks.get(status), status, buf_off, G64, G32)
+            start, skip_py = status, True
+        if not retain and tape.heavy:
+            keep = []
+            for node in tape.heavy:
+                if flags[node] & RELEASED:
+                    tape.obj[node] = None
+                    tape.versions.pop(node, None)
+                else:
+                    keep.append(node)
+            tape.heavy = keep
     except BaseException:
         tape.release_grad_arenas(owned)
         raise
-
-
-def _walk(
-    tape,
-    state,
-    buf_off,
-    G64,
-    G32,
-    root_nodes,
-    root_edges,
-    root_grads,
-    retain_graph,
-    target_edges,
-    tails,
-):
-    flags, out_ptr = tape.flags, tape.out_ptr
-    if tape.versions:
-        _check_versions(tape, state)
-    for (node, k), g in zip(root_edges, root_grads, strict=True):
-        off = buf_off[out_ptr[node] + k]
-        G = G32 if flags[node] & F32 else G64
-        G[off : off + g.size] += g
-    # A graph of one dtype passes the other dtype's (unused) arenas as empty arrays of its own
-    # dtype, so `run` is specialised -- and its kernels compiled -- only for dtypes in use:
-    # float32 kernels cost nothing until a float32 graph runs (~20 s of cold compile each).
-    V64, V32 = tape.v64, tape.v32
-    if not len(G32):
-        G32, V32 = _EMPTY64, _EMPTY64
-    elif not len(G64):
-        G64, V64 = _EMPTY32, _EMPTY32
-    retain = bool(retain_graph)
-    start = int(root_nodes.max()) if len(root_nodes) else -1
-    skip_py = False
-    hooks = tape.hooks
-    while True:
-        status = scheduler.run(
-            start,
-            retain,
-            state,
-            buf_off,
-            G64,
-            G32,
-            tape.op,
-            flags,
-            tape.edge_ptr,
-            tape.edge_node,
-            tape.edge_input_nr,
-            out_ptr,
-            tape.saved_ptr,
-            tape.saved_off,
-            tape.saved_addr,
-            tape.ip_start,
-            tape.ip_len,
-            tape.iparams,
-            tape.fp_start,
-            tape.fp_len,
-            tape.fparams,
-            V64,
-            V32,
-            skip_py,
-        )
-        if status == scheduler.DONE:
-            break
-        if status <= scheduler.ERR_RELEASED:
-            raise RuntimeError(_RELEASED_MSG)
-        # a Python node: run its tensor hooks on its gradient buffers, then run it natively
-        _run_tensor_hooks(tape, hooks.get(status), status, buf_off, G64, G32)
-        start, skip_py = status, True
-    if not retain and tape.heavy:
-        keep = []
-        for node in tape.heavy:
-            if flags[node] & RELEASED:
-                tape.obj[node] = None
-                tape.versions.pop(node, None)
-            else:
-                keep.append(node)
-        tape.heavy = keep
-    return tape, state, buf_off, G64, G32, target_edges, tails
+    return tape, state, buf_off, G64, G32, target_edges, (tails, leaves), owned
 
 
 def _check_versions(tape, state):
