@@ -1,146 +1,222 @@
-"""Runs the benchmark workloads against torch (and jax where installed) in one process.
+"""The benchmark runner behind ``python -m nautograd bench``.
 
-Repetitions are interleaved (ng, torch, ng, torch, ...) so machine drift cancels in the
-ratios. Prints median time, min-max and torch_time / ng_time (>1: nautograd is faster).
+Runs each workload of ``benchmarks/workloads.py`` on nautograd and every installed peer
+(torch, jax) in one process. Repetitions are interleaved (ng, torch, jax, ng, ...) so machine
+drift cancels in the ratios. Prints median time, min-max, first call and peer_time / ng_time
+(>1: nautograd is faster), writes ``results.json`` and, when matplotlib is installed, a bar
+chart of the ratios (``ratios.png``).
 
-    python benchmarks/run.py [--quick] [--only NAME] [--reps N] [--threads N]
+    python -m nautograd bench [--quick] [--only NAME] [--threads N] [--reps N] [--out DIR]
+    python benchmarks/run.py ...   (the same command)
 """
 
-import argparse
+import datetime
+import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.dirname(HERE))
-
-
-def _threads_from_argv(argv):
-    for i, a in enumerate(argv):
-        if a == "--threads" and i + 1 < len(argv):
-            return argv[i + 1]
-        if a.startswith("--threads="):
-            return a.split("=", 1)[1]
-    return str(os.cpu_count())
-
-
-# numpy's and scipy's OpenBLAS (nautograd's BLAS) read their thread count when they load:
-# set it before numpy is imported, so --threads N means N threads for every library
-os.environ.setdefault("OPENBLAS_NUM_THREADS", _threads_from_argv(sys.argv[1:]))
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
 
 from benchmarks import workloads as W  # noqa: E402
 
+SCHEMA = 1
 
-def _timeit(fn):
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+# sizes: scalar-DAG ops, RNN steps, MLP (batch, layer sizes), default repetitions
+SIZES = {
+    "full": dict(n_ops=10_000, T=1000, batch=128, layers=(784, 256, 256, 10), reps=7),
+    "quick": dict(n_ops=2000, T=200, batch=128, layers=(784, 256, 256, 10), reps=3),
+    "tiny": dict(n_ops=200, T=20, batch=8, layers=(32, 16, 16, 10), reps=1),
+}
 
 
-def cases(libs, quick):
-    """name -> {lib name: (setup() -> state, run(state), fresh)}
+# ---------------------------------------------------------------------------------------------
+# peers
 
-    ``fresh``: call setup before every repetition (backward alone must re-record its
-    graph); otherwise the state is made once and every repetition is one more step, as in a
-    training loop (a first step on freshly allocated tensors measures page faults, not the
-    engines: ~3x the steady-state MLP step for both libraries).
-    """
-    n_ops = 2000 if quick else 10_000
-    T = 200 if quick else 1000
-    plan = W.scalar_dag_plan(n_ops)
+
+def load_peers(threads, wanted=None):
+    """{name: module} of nautograd and the installed peers; prints what is missing."""
+    import nautograd
+
+    peers = {"nautograd": nautograd}
+    missing = {}
+    if wanted is None or "torch" in wanted:
+        try:
+            import torch
+
+            torch.set_num_threads(threads)
+            peers["torch"] = torch
+        except ImportError:
+            missing["torch"] = "not installed"
+    if wanted is None or "jax" in wanted:
+        try:
+            import jax
+
+            jax.config.update("jax_enable_x64", True)  # the float64 workloads stay float64
+            jax.config.update("jax_platforms", "cpu")
+            peers["jax"] = jax
+        except ImportError:
+            missing["jax"] = "not installed"
+    return peers, missing
+
+
+def _version(lib):
+    return getattr(lib, "__version__", "?")
+
+
+# ---------------------------------------------------------------------------------------------
+# workloads: name -> {peer: (setup() -> state, run(state), fresh)}
+#
+# ``fresh``: call setup before every repetition (backward alone must re-record its graph);
+# otherwise the state is made once and every repetition is one more step, as in a training
+# loop (a first step on freshly allocated tensors measures page faults, not the engines).
+
+
+def _block(x):
+    return x.block_until_ready() if hasattr(x, "block_until_ready") else x
+
+
+def cases(peers, size):
+    s = SIZES[size]
+    plan = W.scalar_dag_plan(s["n_ops"])
+    T, batch, layers = s["T"], s["batch"], s["layers"]
     out = {}
 
-    def dag_fb(lib):
-        def setup():
-            return W.scalar_dag_leaves(lib)
+    def dag_fb(name, lib):
+        if name == "jax":
+            grad = lib.grad(W.jax_scalar_dag_fn(lib, plan))
+            return (lambda: W.jax_scalar_dag_leaves(lib)), (lambda st: _block(grad(st)[-1])), False
 
         def run(leaves):
             W.scalar_dag_forward(lib, leaves, plan).backward()
 
-        return setup, run, False
+        return (lambda: W.scalar_dag_leaves(lib)), run, False
 
-    def dag_b(lib):
+    def dag_b(name, lib):
+        if name == "jax":
+            f = W.jax_scalar_dag_fn(lib, plan)
+
+            def setup():
+                return lib.vjp(f, W.jax_scalar_dag_leaves(lib))[1]
+
+            one = lib.numpy.ones((), lib.numpy.float64)
+            return setup, (lambda pullback: _block(pullback(one)[0][-1])), True
+
         def setup():
             return W.scalar_dag_forward(lib, W.scalar_dag_leaves(lib), plan)
 
-        def run(root):
-            root.backward()
+        return setup, (lambda root: root.backward()), True
 
-        return setup, run, True
-
-    def rnn(lib):
-        def setup():
-            return W.rnn_inputs(lib, T=T)
+    def rnn(name, lib):
+        if name == "jax":
+            step = W.jax_rnn_step_fn(lib)
+            return (lambda: W.jax_rnn_inputs(lib, T=T)), (lambda st: _block(step(*st)[1])), False
 
         def run(state):
             W.rnn_loss(lib, *state).backward()
 
-        return setup, run, False
+        return (lambda: W.rnn_inputs(lib, T=T)), run, False
 
-    def mlp(lib):
+    def mlp(name, lib):
+        if name == "jax":
+            step = W.jax_mlp_step_fn(lib)
+
+            def setup():
+                return list(W.jax_mlp_inputs(lib, batch=batch, sizes=layers))
+
+            def run(st):
+                st[0], loss = step(*st)
+                _block(loss)
+
+            return setup, run, False
+
         def setup():
-            return W.mlp_inputs(lib)
+            return W.mlp_inputs(lib, batch=batch, sizes=layers)
 
-        def run(state):
-            W.mlp_step(lib, *state)
+        return setup, (lambda st: W.mlp_step(lib, *st)), False
 
-        return setup, run, False
-
+    mlp_name = f"mlp_step[{batch}x{'-'.join(map(str, layers))},f32]"
     for name, make in (
-        (f"scalar_dag_fwd_bwd[{n_ops}]", dag_fb),
-        (f"scalar_dag_bwd[{n_ops}]", dag_b),
+        (f"scalar_dag_fwd_bwd[{s['n_ops']}]", dag_fb),
+        (f"scalar_dag_bwd[{s['n_ops']}]", dag_b),
         (f"rnn_chain_fwd_bwd[T={T}]", rnn),
-        ("mlp_step[128x784-256-256-10,f32]", mlp),
+        (mlp_name, mlp),
     ):
-        out[name] = {lname: make(lib) for lname, lib in libs.items()}
+        out[name] = {pname: make(pname, lib) for pname, lib in peers.items()}
     return out
 
 
-def bench(libs, reps, quick, only=None):
-    results = {}
-    for name, per_lib in cases(libs, quick).items():
-        if only and only not in name:
-            continue
-        times = {lname: [] for lname in per_lib}
-        first = {}
-        states = {}
-        for lname, (setup, run, _) in per_lib.items():  # first call (compiles for nautograd)
-            states[lname] = setup()
-            first[lname] = _timeit(lambda run=run, st=states[lname]: run(st))
-        for _ in range(reps):
-            for lname, (setup, run, fresh) in per_lib.items():
-                if fresh:
-                    states[lname] = setup()
-                else:
+# ---------------------------------------------------------------------------------------------
+# timing
+
+
+def _timeit(fn, state):
+    t = time.perf_counter()
+    fn(state)
+    return time.perf_counter() - t
+
+
+def _summary(times, first):
+    return {
+        "median_s": statistics.median(times),
+        "min_s": min(times),
+        "max_s": max(times),
+        "first_call_s": first,
+        "times_s": times,
+    }
+
+
+# a peer whose repetition (setup included) takes longer than this is timed once instead of
+# `reps` times, so the default run stays short: jax runs the 10,000-op scalar DAG eagerly at
+# ~40 s a call. The first call is left out of the judgement (it compiles).
+SLOW_S = 2.0
+
+
+def run_workload(per_peer, reps, bar=None):
+    """Times every peer on one workload, repetitions interleaved. Returns {peer: summary}."""
+    times = {p: [] for p in per_peer}
+    first = {}
+    states = {}
+    cost = {}  # wall time of a peer's latest repetition, setup included
+    for p, (setup, run, _) in per_peer.items():  # first call: compiles (nautograd, jax)
+        t = time.perf_counter()
+        states[p] = setup()
+        first[p] = _timeit(run, states[p])
+        cost[p] = time.perf_counter() - t
+        if bar:
+            bar.update()
+    for _ in range(reps):
+        for p, (setup, run, fresh) in per_peer.items():
+            if times[p] and cost[p] > SLOW_S:
+                pass
+            elif fresh:
+                t = time.perf_counter()
+                states[p] = setup()
+                times[p].append(_timeit(run, states[p]))
+                cost[p] = time.perf_counter() - t
+            else:
+                if cost[p] <= SLOW_S:
                     # BLAS/OpenMP worker threads spin for a while after a call: one untimed
                     # step first, so each library is timed with its own pools active rather
-                    # than the other's still holding the 2 cores (a sleep instead let torch's
+                    # than the other's still holding the cores (a sleep instead let torch's
                     # OpenMP workers fall asleep: 80 ms wake-ups)
-                    run(states[lname])
-                st = states[lname]
-                times[lname].append(_timeit(lambda run=run, st=st: run(st)))
-        results[name] = (times, first)
-        _report(name, times, first)
-    return results
+                    run(states[p])
+                times[p].append(_timeit(run, states[p]))
+                cost[p] = times[p][-1]
+            if bar:
+                bar.update()
+    return {p: _summary(times[p], first[p]) for p in per_peer}
 
 
-def _fmt(t):
-    return f"{t * 1e3:9.3f} ms"
-
-
-def _report(name, times, first):
-    ng_med = statistics.median(times["nautograd"])
-    print(f"\n{name}")
-    for lname, ts in times.items():
-        med = statistics.median(ts)
-        ratio = "" if lname == "nautograd" else f"   {lname}/nautograd = {med / ng_med:6.2f}x"
-        print(
-            f"  {lname:10s} median {_fmt(med)}  (min {_fmt(min(ts))}, max {_fmt(max(ts))}, "
-            f"first call {_fmt(first[lname])}){ratio}"
-        )
-    sys.stdout.flush()
+def ratios(summary):
+    """peer median / nautograd median for every peer (>1: nautograd is faster)."""
+    ng = summary["nautograd"]["median_s"]
+    return {p: s["median_s"] / ng for p, s in summary.items() if p != "nautograd"}
 
 
 def first_backward_in_new_process():
@@ -153,50 +229,163 @@ def first_backward_in_new_process():
     t = time.perf_counter()
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     wall = time.perf_counter() - t
-    return float(out.stdout.strip()), wall
+    return {"in_process_s": float(out.stdout.strip()), "with_interpreter_s": wall}
 
 
-def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sizes, fewer repetitions")
-    ap.add_argument("--only", default=None, help="run workloads whose name contains this")
-    ap.add_argument("--reps", type=int, default=None)
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
-    args = ap.parse_args(argv)
-    import nautograd
+# ---------------------------------------------------------------------------------------------
+# reporting
 
-    libs = {"nautograd": nautograd}
+
+def _ms(t):
+    return f"{t * 1e3:.3f} ms" if t < 1 else f"{t:.2f} s"
+
+
+def format_table(workloads):
+    """The results as a text table, one row per (workload, peer)."""
+    rows = [("workload", "peer", "median", "min - max", "first call", "peer/ng")]
+    for w in workloads:
+        for p, s in w["results"].items():
+            ratio = w["ratios"].get(p)
+            rows.append(
+                (
+                    w["name"] if p == "nautograd" else "",
+                    p,
+                    _ms(s["median_s"]),
+                    f"{_ms(s['min_s'])} - {_ms(s['max_s'])}",
+                    _ms(s["first_call_s"]),
+                    "" if ratio is None else f"{ratio:.2f}x",
+                )
+            )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(wd) for c, wd in zip(r, widths, strict=True)).rstrip() for r in rows]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join(lines)
+
+
+def write_chart(workloads, path):
+    """A bar chart of peer/nautograd ratios per workload (log scale); False without matplotlib."""
     try:
-        import torch
+        import matplotlib
 
-        torch.set_num_threads(args.threads)
-        libs["torch"] = torch
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
     except ImportError:
-        print("torch is not installed: no comparison")
+        return False
+    peers = list(dict.fromkeys(p for w in workloads for p in w["ratios"]))
+    fig, ax = plt.subplots(figsize=(max(6, 2.2 * len(workloads)), 4.5))
+    width = 0.8 / max(len(peers), 1)
+    for k, p in enumerate(peers):
+        xs = [i + (k - (len(peers) - 1) / 2) * width for i in range(len(workloads))]
+        ys = [w["ratios"].get(p, float("nan")) for w in workloads]
+        bars = ax.bar(xs, ys, width, label=f"{p} time / nautograd time")
+        ax.bar_label(bars, labels=[f"{y:.2f}x" for y in ys], fontsize=8)
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(workloads)))
+    ax.set_xticklabels([w["name"] for w in workloads], rotation=15, ha="right", fontsize=8)
+    ax.set_ylabel("ratio (>1: nautograd is faster)")
+    ax.set_title("nautograd against its peers (median of interleaved repetitions)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def _meta(peers, missing, size, threads, reps):
+    import numba
+    import numpy
+
+    return {
+        "schema": SCHEMA,
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "machine": {
+            "platform": platform.platform(),
+            "processor": platform.machine(),
+            "cpu_count": os.cpu_count(),
+            "python": platform.python_version(),
+        },
+        "versions": {
+            **{p: _version(lib) for p, lib in peers.items()},
+            "numba": numba.__version__,
+            "numpy": numpy.__version__,
+        },
+        "peers_missing": missing,
+        "size": size,
+        "threads": threads,
+        "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS"),
+        "reps": reps,
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# the command
+
+
+def bench_command(size="full", only=None, threads=None, reps=None, out="results", peers=None):
+    """Run the benchmarks, print the table, write results.json (and ratios.png). Returns the
+    exit code: 0, or 130 when interrupted (what finished is still printed and written)."""
+    from nautograd.cli import _progress
+
+    threads = threads or os.cpu_count()
+    reps = reps or SIZES[size]["reps"]
+    libs, missing = load_peers(threads, peers)
+    for p, why in missing.items():
+        print(f"{p}: {why}, not compared")
+    import numba
+
+    numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    print(
+        f"peers: {', '.join(f'{p} {_version(lib)}' for p, lib in libs.items())}; "
+        f"threads={threads} (OpenBLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}); "
+        f"size={size}; repetitions={reps}"
+    )
+    todo = {n: c for n, c in cases(libs, size).items() if not only or only in n}
+    if not todo:
+        print(f"no workload matches --only {only!r}; workloads: {', '.join(cases(libs, size))}")
+        return 2
+    result = {"meta": _meta(libs, missing, size, threads, reps), "workloads": [], "startup": None}
+    bar = _progress(len(todo) * len(libs) * (reps + 1), "bench")
+    code = 0
     try:
-        import jax  # noqa: F401
-
-        print("jax is installed but has no torch-like API here: not compared yet")
-    except ImportError:
-        print("jax is not installed: not compared")
-    reps = args.reps or (3 if args.quick else 7)
-    print(
-        f"threads={args.threads} (torch intra-op, OpenBLAS {os.environ['OPENBLAS_NUM_THREADS']}), "
-        f"repetitions={reps}, quick={args.quick}"
-    )
-    import nautograd as ng
-
-    x = ng.tensor([1.0], requires_grad=True)
-    t = time.perf_counter()
-    (x * x).sum().backward()  # compiles (or loads from cache) the float64 engine
-    print(f"nautograd engine load/compile in this process: {time.perf_counter() - t:.2f} s")
-    in_proc, wall = first_backward_in_new_process()
-    print(
-        f"new process, warm cache: first backward {in_proc:.2f} s after start "
-        f"(import included; {wall:.2f} s including interpreter start-up)"
-    )
-    bench(libs, reps, args.quick, args.only)
+        for name, per_peer in todo.items():
+            bar.set_description_str(f"bench {name}")
+            summary = run_workload(per_peer, reps, bar)
+            result["workloads"].append(
+                {"name": name, "results": summary, "ratios": ratios(summary)}
+            )
+        bar.set_description_str("bench startup")
+        result["startup"] = first_backward_in_new_process()
+    except KeyboardInterrupt:
+        code = 130
+        result["meta"]["interrupted"] = True
+    finally:
+        bar.close()
+    if code:
+        print(f"\ninterrupted: {len(result['workloads'])} of {len(todo)} workloads finished")
+    if result["workloads"]:
+        print("\n" + format_table(result["workloads"]))
+    st = result["startup"]
+    if st:
+        print(
+            f"\nnew process, warm cache: first backward {st['in_process_s']:.2f} s after start "
+            f"(import included; {st['with_interpreter_s']:.2f} s with interpreter start-up)"
+        )
+    os.makedirs(out, exist_ok=True)
+    path = os.path.join(out, "results.json")
+    with open(path, "w") as fh:
+        json.dump(result, fh, indent=1)
+    print(f"\nwrote {path}")
+    if any(w["ratios"] for w in result["workloads"]):
+        chart = os.path.join(out, "ratios.png")
+        if write_chart(result["workloads"], chart):
+            print(f"wrote {chart}")
+        else:
+            print("matplotlib is not installed: no chart")
+    return code
 
 
 if __name__ == "__main__":
-    main()
+    from nautograd.cli import main
+
+    main(["bench", *sys.argv[1:]])

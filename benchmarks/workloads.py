@@ -107,3 +107,87 @@ def mlp_step(lib, params, x, onehot, lr=0.01):
             p -= lr * p.grad
             p.grad = None
     return loss
+
+
+# ---------------------------------------------------------------------------------------------
+# jax: the same three workloads written as a jax user would (jax has no mutable .grad).
+# The scalar DAG runs eagerly: jit-compiling a 10,000-op scalar graph takes minutes
+# (DESIGN.md: 8.4 s for 1,000 ops), which is the cost nautograd's tape avoids. The RNN uses
+# lax.scan and the MLP step is one jitted value_and_grad + update: jax at its best.
+
+
+def jax_scalar_dag_fn(jax, plan):
+    jnp = jax.numpy
+
+    def f(leaves):
+        nodes = list(leaves)
+        for kind, idx in plan:
+            if kind == 0:
+                nodes.append(jax.nn.softplus(nodes[idx[0]]))
+            elif kind == 1:
+                a, b, c, d = (nodes[j] for j in idx)
+                nodes.append(a + b + c + d)
+            elif kind == 2:
+                nodes.append(nodes[idx[0]] * nodes[idx[1]])
+            else:
+                s = jax.nn.softmax(jnp.stack([nodes[j] for j in idx]), axis=0)
+                nodes.extend(s[k] for k in range(4))
+        return nodes[-1]
+
+    return f
+
+
+def jax_scalar_dag_leaves(jax, n_leaves=100, seed=1):
+    vals = np.random.default_rng(seed).uniform(-1, 1, n_leaves)
+    return [jax.numpy.asarray(float(v), dtype=jax.numpy.float64) for v in vals]
+
+
+def jax_rnn_step_fn(jax):
+    jnp = jax.numpy
+
+    def loss(W, xs):
+        def step(h, x):
+            return jnp.tanh(W @ h + x), None
+
+        h, _ = jax.lax.scan(step, jnp.zeros(W.shape[0], W.dtype), xs)
+        return (h * h).sum()
+
+    return jax.jit(jax.value_and_grad(loss))
+
+
+def jax_rnn_inputs(jax, T=1000, H=32, seed=2):
+    rng = np.random.default_rng(seed)
+    W = jax.numpy.asarray(rng.standard_normal((H, H)) / np.sqrt(H))
+    xs = jax.numpy.asarray(rng.standard_normal((T, H)) * 0.1)
+    return W, xs
+
+
+def jax_mlp_step_fn(jax, lr=0.01):
+    jnp = jax.numpy
+
+    def loss(params, x, onehot):
+        h = x
+        n = len(params) // 2
+        for i in range(n):
+            h = h @ params[2 * i] + params[2 * i + 1]
+            if i < n - 1:
+                h = jax.nn.relu(h)
+        return -(onehot * jax.nn.log_softmax(h, 1)).sum(1).mean()
+
+    def step(params, x, onehot):
+        value, grads = jax.value_and_grad(loss)(params, x, onehot)
+        return [p - jnp.float32(lr) * g for p, g in zip(params, grads, strict=True)], value
+
+    return jax.jit(step)
+
+
+def jax_mlp_inputs(jax, batch=128, sizes=(784, 256, 256, 10), seed=3):
+    rng = np.random.default_rng(seed)
+    params = []
+    for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+        W = rng.standard_normal((a, b)).astype(np.float32) / np.float32(np.sqrt(a))
+        params += [jax.numpy.asarray(W), jax.numpy.zeros(b, jax.numpy.float32)]
+    x = jax.numpy.asarray(rng.standard_normal((batch, sizes[0])).astype(np.float32))
+    labels = rng.integers(0, sizes[-1], batch)
+    onehot = jax.numpy.asarray(np.eye(sizes[-1], dtype=np.float32)[labels])
+    return params, x, onehot

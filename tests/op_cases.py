@@ -39,19 +39,7 @@ def case_id(val):
 
 def make_inputs(case, rng, dtype=np.float64):
     """numpy inputs (arrays, or Python numbers) and numpy kwargs for a case."""
-    arrays = []
-    for s in case.shapes:
-        if isinstance(s, (int, float)) and not isinstance(s, bool):
-            arrays.append(s)
-        else:
-            arrays.append(rng.uniform(case.low, case.high, size=s).astype(dtype))
-    kwargs = {}
-    for k, v in case.kwargs.items():
-        if isinstance(v, str) and v.startswith("mask("):
-            shape = eval("(" + v[5:-1] + ",)")
-            v = rng.random(shape) > 0.5
-        kwargs[k] = v
-    return arrays, kwargs
+    return case.make_inputs(rng, dtype)
 
 
 def run_ng(op, arrays, kwargs, requires_grad=True):

@@ -28,6 +28,8 @@ locate the saved values (see ``_jit.saved``), ``ip``/``fp`` the node's attribute
 
 from dataclasses import dataclass, field
 
+import numpy as np
+
 OPS = []
 OP_BY_NAME = {}
 
@@ -80,3 +82,22 @@ class Case:
     grad: tuple = None  # which inputs are differentiated; default all float tensors
     torch: object = None  # torch reference callable(*tensors, **kwargs); default torch.<name>
     tol: float = None
+
+    def make_inputs(self, rng, dtype=np.float64):
+        """numpy inputs (arrays, or the case's Python numbers) and kwargs for this case.
+
+        A kwarg written ``"mask(3, 4)"`` becomes a random bool array of that shape.
+        """
+        arrays = []
+        for s in self.shapes:
+            if isinstance(s, (int, float)) and not isinstance(s, bool):
+                arrays.append(s)
+            else:
+                arrays.append(rng.uniform(self.low, self.high, size=s).astype(dtype))
+        kwargs = {}
+        for k, v in self.kwargs.items():
+            if isinstance(v, str) and v.startswith("mask("):
+                shape = tuple(int(d) for d in v[5:-1].split(",") if d.strip())
+                v = rng.random(shape) > 0.5
+            kwargs[k] = v
+        return arrays, kwargs

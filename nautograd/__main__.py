@@ -1,0 +1,5 @@
+"""``python -m nautograd {bench,warmup,info}``."""
+
+from .cli import main
+
+main()

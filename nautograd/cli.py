@@ -1,0 +1,228 @@
+"""The command line: ``python -m nautograd {bench,warmup,info}`` (also the ``nautograd`` script).
+
+- ``bench``: the benchmark workloads of ``benchmarks/`` against every installed peer.
+- ``warmup``: compile and cache the engine for float32 and float64 so first calls are fast.
+- ``info``: versions, the Numba cache and whether it is warm, thread counts.
+"""
+
+import argparse
+import os
+import sys
+import time
+
+# the compiled engine `run` is specialised by the dtypes of the gradient arenas it is given
+# (graph/engine.py): float64 only, float32 only, or both (a graph with a cast)
+_ENGINE_KINDS = {
+    ("float64", "float64"): "float64",
+    ("float32", "float32"): "float32",
+    ("float64", "float32"): "mixed",
+}
+
+
+def _progress(total, desc):
+    """A tqdm progress bar on stderr, or a stand-in that prints nothing when tqdm is missing."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    # disable=None: no bar when stderr is not a terminal (CI logs)
+    return tqdm(
+        total=total, desc=desc, unit="step", file=sys.stderr, dynamic_ncols=True, disable=None
+    )
+
+
+class _NoBar:
+    def update(self, n=1):
+        pass
+
+    def set_description_str(self, s):
+        pass
+
+    def write(self, s):
+        print(s)
+
+    def close(self):
+        pass
+
+
+# ---------------------------------------------------------------------------------------------
+# info
+
+
+def cache_dir():
+    """The directory Numba's cache of the compiled engine lives in."""
+    from .graph import scheduler
+
+    return scheduler.run._cache._cache_path
+
+
+def cached_engines():
+    """The engine specialisations ("float64", "float32", "mixed") present in the disk cache."""
+    from .graph import scheduler
+
+    try:
+        index = scheduler.run._cache._cache_file._load_index()
+    except Exception:  # an unreadable or foreign index: nothing usable is cached
+        return []
+    kinds = []
+    for key in index:
+        sig = key[0]
+        # run(start, retain, state, buf_off, G64, G32, ...): the two gradient arenas
+        dtypes = (str(sig[4].dtype), str(sig[5].dtype))
+        kinds.append(_ENGINE_KINDS.get(dtypes, "/".join(dtypes)))
+    return sorted(kinds)
+
+
+def info():
+    """Versions, cache location and warmth, threads (a dict; ``main`` prints it)."""
+    import llvmlite
+    import numba
+    import numpy
+
+    from . import __version__
+
+    engines = cached_engines()
+    warm = all(k in engines for k in ("float64", "float32", "mixed"))
+    return {
+        "nautograd": __version__,
+        "python": sys.version.split()[0],
+        "numba": numba.__version__,
+        "numpy": numpy.__version__,
+        "llvmlite": llvmlite.__version__,
+        "cache_dir": cache_dir(),
+        "cached_engines": engines,
+        "cache_warm": warm,
+        "cpu_count": os.cpu_count(),
+        "numba_threads": numba.get_num_threads(),
+        "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default (all cores)"),
+    }
+
+
+def _print_info():
+    d = info()
+    width = max(len(k) for k in d)
+    for k, v in d.items():
+        if k == "cached_engines":
+            v = ", ".join(v) or "none"
+        print(f"{k:<{width}}  {v}")
+    if not d["cache_warm"]:
+        print("\nthe cache is cold: `python -m nautograd warmup` compiles it (about a minute)")
+
+
+# ---------------------------------------------------------------------------------------------
+# warmup
+
+
+def warmup(quiet=False):
+    """Compile (or load) every kernel for float64, float32 and mixed graphs.
+
+    Runs every case of every op of the op table forward and backward in both dtypes, which
+    compiles each specialisation of the engine and every compiled forward helper. Returns
+    the seconds it took.
+    """
+    import numpy as np
+
+    from . import autograd
+    from .kernels import OPS
+    from .tensor import Tensor, apply
+
+    rng = np.random.default_rng(0)
+    steps = [(dt, op, case) for dt in (np.float64, np.float32) for op in OPS for case in op.cases]
+    bar = _NoBar() if quiet else _progress(len(steps), "warmup")
+    t0 = time.perf_counter()
+    try:
+        for dt, op, case in steps:
+            bar.set_description_str(f"warmup {np.dtype(dt).name} {op.name}")
+            arrays, kwargs = case.make_inputs(rng, dt)
+            inputs = [
+                Tensor(a, requires_grad=True) if isinstance(a, np.ndarray) else a for a in arrays
+            ]
+            kwargs = {k: Tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+            out = apply(op, *((inputs,) if op.nin == -1 else inputs), **kwargs)
+            outs = [o for o in (out if isinstance(out, tuple) else (out,)) if o.requires_grad]
+            if outs:
+                leaves = [t for t in inputs if isinstance(t, Tensor)]
+                autograd.grad(
+                    outs, leaves, [Tensor(np.ones_like(o._data)) for o in outs], allow_unused=True
+                )
+            bar.update()
+    finally:
+        bar.close()
+    return time.perf_counter() - t0
+
+
+def _warmup_command(args):
+    before = cached_engines()
+    seconds = warmup(quiet=args.quiet)
+    after = cached_engines()
+    how = "loaded from" if before == after else "compiled into"
+    print(f"warmup took {seconds:.1f} s ({how} the cache)")
+    print(f"cache: {cache_dir()}")
+    print(f"cached engines: {', '.join(after) or 'none'}")
+
+
+# ---------------------------------------------------------------------------------------------
+# bench
+
+
+def _benchmarks_module():
+    """``benchmarks.run`` from the source checkout this package is installed from."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if not os.path.isfile(os.path.join(root, "benchmarks", "run.py")):
+        raise SystemExit(
+            "nautograd bench: the benchmarks/ folder was not found next to the package "
+            f"(looked in {root}); install nautograd from its source checkout (pip install -e .)"
+        )
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    from benchmarks import run
+
+    return run
+
+
+def _set_threads(threads, argv):
+    """Give every library ``threads`` threads; re-executes when OpenBLAS is already loaded.
+
+    numpy's and scipy's OpenBLAS read OPENBLAS_NUM_THREADS once, when they load, and
+    ``python -m nautograd`` has loaded numpy before it reads its arguments.
+    """
+    want = str(threads)
+    if os.environ.get("OPENBLAS_NUM_THREADS") != want:
+        os.environ["OPENBLAS_NUM_THREADS"] = want
+        os.execv(sys.executable, [sys.executable, "-m", "nautograd", *argv])
+
+
+def main(argv=None):
+    """Entry point of ``python -m nautograd`` and the ``nautograd`` console script."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    ap = argparse.ArgumentParser(prog="nautograd", description=__doc__.splitlines()[0])
+    sub = ap.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("bench", help="benchmark nautograd against torch and jax")
+    b.add_argument("--quick", action="store_true", help="smaller sizes (under a minute)")
+    b.add_argument(
+        "--size", choices=("full", "quick", "tiny"), default=None, help=argparse.SUPPRESS
+    )
+    b.add_argument("--only", default=None, help="run the workloads whose name contains this")
+    b.add_argument("--threads", type=int, default=None, help="threads for every library")
+    b.add_argument("--reps", type=int, default=None, help="timed repetitions per library")
+    b.add_argument("--out", default="results", help="folder for results.json and ratios.png")
+    b.add_argument("--peers", default=None, help="comma-separated peers (default: all installed)")
+    w = sub.add_parser("warmup", help="compile and cache the engine for float32 and float64")
+    w.add_argument("--quiet", action="store_true", help="no progress bar")
+    sub.add_parser("info", help="versions, cache directory and warmth, threads")
+    args = ap.parse_args(argv)
+
+    if args.command == "info":
+        _print_info()
+    elif args.command == "warmup":
+        _warmup_command(args)
+    else:
+        threads = args.threads or os.cpu_count()
+        if args.threads is not None:
+            _set_threads(threads, argv)
+        size = args.size or ("quick" if args.quick else "full")
+        peers = args.peers.split(",") if args.peers else None
+        code = _benchmarks_module().bench_command(
+            size=size, only=args.only, threads=threads, reps=args.reps, out=args.out, peers=peers
+        )
+        sys.exit(code)
