@@ -366,23 +366,6 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    def __getitem__(self, index):
-        if not isinstance(index, tuple):
-            index = (index,)
-        if all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in index):
-            if len(index) > self.ndim:
-                raise IndexError(f"too many indices for tensor of dimension {self.ndim}")
-            result = self
-            for i in index:
-                result = result.select(0, int(i))
-            return result
-        if self._rg and is_grad_enabled():
-            raise TypeError(
-                "Tensor.__getitem__: only integer indices are differentiable so far "
-                f"(got {index!r})"
-            )
-        return _wrap(np.asarray(self._data[index]))
-
     def __setitem__(self, index, value):
         self._check_inplace(value)
         self._data[index] = value._data if isinstance(value, Tensor) else value
@@ -724,6 +707,7 @@ def _accumulator(tape, leaf):
 # the public op functions and Tensor methods, derived from the op table
 
 FUNCTIONS = {}
+NN_FUNCTIONAL = {}  # ng.nn.functional.<name>
 _TO_COPY = OP_BY_NAME["_to_copy"]
 
 
@@ -776,6 +760,8 @@ def _bind():
         f = _frontend(op)
         for name in op.functions:
             FUNCTIONS[name] = f
+        if op.nn_functional:
+            NN_FUNCTIONAL[op.name] = f
         for name in op.methods:
             setattr(Tensor, name, f)
         for name in op.dunders:

@@ -24,7 +24,34 @@ TORCH = {
     "cat": lambda *xs, **kw: torch.cat(xs, **kw),
     "stack": lambda *xs, **kw: torch.stack(xs, **kw),
     "permute": lambda x, dims: torch.permute(x, dims),
+    "_index_view": lambda x, index: _torch_basic_index(x, index),
+    "_index_take": lambda x, index: x[_torch_index(index)],
+    "expand": lambda x, size: x.expand(*size),
+    "unfold": lambda x, **kw: x.unfold(**kw),
+    "repeat": lambda x, repeats: x.repeat(*repeats),
+    "index_select": lambda x, dim, index: torch.index_select(x, dim, torch.tensor(index)),
+    "gather": lambda x, dim, index: torch.gather(x, dim, torch.tensor(index)),
+    "take_along_dim": lambda x, indices, dim=None: torch.take_along_dim(
+        x, torch.tensor(indices), dim
+    ),
+    "scatter_add": lambda x, src, dim, index: torch.scatter_add(x, dim, torch.tensor(index), src),
 }
+
+
+def _torch_basic_index(x, index):
+    """x[index]; torch rejects negative slice steps, which nautograd accepts as numpy does:
+    those are gathered through numpy's positions instead."""
+    if not any(isinstance(i, slice) and (i.step or 1) < 0 for i in index):
+        return x[index]
+    positions = np.arange(x.numel()).reshape(tuple(x.shape))[index]
+    return x.reshape(-1)[torch.as_tensor(positions.reshape(-1))].reshape(positions.shape)
+
+
+def _torch_index(index):
+    if isinstance(index, torch.Tensor):
+        return index
+    return tuple(torch.as_tensor(i) if isinstance(i, np.ndarray) else i for i in index)
+
 
 DIFFERENTIABLE = [op for op in OPS if op.backward is not None]
 CASES = [(op, i, case) for op in OPS for i, case in enumerate(op.cases)]
@@ -61,5 +88,5 @@ def run_torch(op, arrays, kwargs, requires_grad=True):
     kw = {k: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
     if "dtype" in kw:
         kw["dtype"] = getattr(torch, np.dtype(kw["dtype"]).name)
-    f = TORCH.get(op.name) or getattr(torch, op.name)
+    f = TORCH.get(op.name) or getattr(torch, op.name, None) or getattr(F, op.name)
     return inputs, f(*inputs, **kw)

@@ -60,7 +60,9 @@ def test_bench_tiny_writes_results_json_and_chart(tmp_path):
             _check_summary(s)
         assert set(w["ratios"]) == set(INSTALLED_PEERS)
         for p, r in w["ratios"].items():
-            assert r == pytest.approx(w["results"][p]["median_s"] / w["results"]["nautograd"]["median_s"])
+            assert r == pytest.approx(
+                w["results"][p]["median_s"] / w["results"]["nautograd"]["median_s"]
+            )
     assert result["startup"]["in_process_s"] > 0
     # the table names every workload and peer
     for name in names:

@@ -607,3 +607,27 @@ def test_saved_tensor_modified_in_place_raises_instead_of_a_silent_wrong_gradien
     # a graph recorded after the update is fine
     (w * x).sum().backward()
     close(w.grad, x.numpy())
+
+
+def test_leaf_used_in_a_graph_is_freed_after_it_dies():
+    # regression: the AccumulateGrad node held its leaf strongly and the leaf's handle held
+    # the node, so every leaf ever differentiated stayed alive with the thread's tape
+    import weakref
+
+    from nautograd.graph.tape import current_tape
+
+    def step():
+        x = ng.tensor([1.0, 2.0], requires_grad=True)
+        x.exp().sum().backward()
+        return weakref.ref(x)
+
+    ref = step()
+    gc.collect()
+    assert ref() is None
+    x = ng.tensor([3.0], requires_grad=True)
+    (x * x).sum().backward()
+    assert x.grad.item() == 6.0
+    assert x.grad_fn is None and (x * 1).grad_fn.next_functions[0][0].variable is x
+    del x
+    gc.collect()
+    assert current_tape().live == 0

@@ -238,8 +238,8 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves):
     copies = [None, None]
     obj = tape.obj
     for node, off, f32 in zip(leaves.tolist(), offs, is32, strict=True):
-        leaf = obj[node]
-        if not leaf._rg:
+        leaf = obj[node]()
+        if leaf is None or not leaf._rg:
             continue
         a = leaf._data
         G = G32 if f32 else G64

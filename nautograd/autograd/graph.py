@@ -43,7 +43,7 @@ class Node:
     def variable(self):
         if not self._tape.flags[self._node] & ACC:
             raise AttributeError("only AccumulateGrad nodes have a variable")
-        return self._tape.obj[self._node]
+        return self._tape.obj[self._node]()
 
     def _sequence_nr(self):
         return self._node

@@ -198,7 +198,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 4241f2f47ed58212
+# sources hash: bfae1823b717404f
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg
@@ -227,27 +227,84 @@ _k23 = _OPS[22].backward  # sub
 _k24 = _OPS[23].backward  # where
 _k25 = _OPS[24].backward  # _to_copy
 _k26 = _OPS[25].backward  # clone
-_k33 = _OPS[32].backward  # matmul
-_k34 = _OPS[33].backward  # mm
-_k35 = _OPS[34].backward  # mv
-_k36 = _OPS[35].backward  # dot
-_k37 = _OPS[36].backward  # sum
-_k38 = _OPS[37].backward  # mean
-_k39 = _OPS[38].backward  # softmax
-_k40 = _OPS[39].backward  # log_softmax
-_k41 = _OPS[40].backward  # logsumexp
-_k42 = _OPS[41].backward  # reshape
-_k43 = _OPS[42].backward  # view
-_k44 = _OPS[43].backward  # flatten
-_k45 = _OPS[44].backward  # unsqueeze
-_k46 = _OPS[45].backward  # squeeze
-_k47 = _OPS[46].backward  # permute
-_k48 = _OPS[47].backward  # transpose
-_k49 = _OPS[48].backward  # t
-_k50 = _OPS[49].backward  # cat
-_k51 = _OPS[50].backward  # stack
-_k52 = _OPS[51].backward  # unbind
-_k53 = _OPS[52].backward  # select
+_k33 = _OPS[32].backward  # _index_view
+_k34 = _OPS[33].backward  # _index_take
+_k35 = _OPS[34].backward  # expand
+_k36 = _OPS[35].backward  # broadcast_to
+_k37 = _OPS[36].backward  # flip
+_k38 = _OPS[37].backward  # narrow
+_k39 = _OPS[38].backward  # diagonal
+_k40 = _OPS[39].backward  # movedim
+_k41 = _OPS[40].backward  # unfold
+_k42 = _OPS[41].backward  # roll
+_k43 = _OPS[42].backward  # repeat
+_k44 = _OPS[43].backward  # tile
+_k45 = _OPS[44].backward  # index_select
+_k46 = _OPS[45].backward  # gather
+_k47 = _OPS[46].backward  # take_along_dim
+_k48 = _OPS[47].backward  # masked_fill
+_k49 = _OPS[48].backward  # tril
+_k50 = _OPS[49].backward  # triu
+_k51 = _OPS[50].backward  # diag
+_k52 = _OPS[51].backward  # pad
+_k53 = _OPS[52].backward  # scatter_add
+_k54 = _OPS[53].backward  # matmul
+_k55 = _OPS[54].backward  # mm
+_k56 = _OPS[55].backward  # mv
+_k57 = _OPS[56].backward  # dot
+_k58 = _OPS[57].backward  # sum
+_k59 = _OPS[58].backward  # mean
+_k60 = _OPS[59].backward  # softmax
+_k61 = _OPS[60].backward  # log_softmax
+_k62 = _OPS[61].backward  # logsumexp
+_k63 = _OPS[62].backward  # reciprocal
+_k64 = _OPS[63].backward  # rsqrt
+_k65 = _OPS[64].backward  # square
+_k66 = _OPS[65].backward  # exp2
+_k67 = _OPS[66].backward  # log2
+_k68 = _OPS[67].backward  # log10
+_k69 = _OPS[68].backward  # tan
+_k70 = _OPS[69].backward  # asin
+_k71 = _OPS[70].backward  # acos
+_k72 = _OPS[71].backward  # atan
+_k73 = _OPS[72].backward  # sinh
+_k74 = _OPS[73].backward  # cosh
+_k75 = _OPS[74].backward  # asinh
+_k76 = _OPS[75].backward  # acosh
+_k77 = _OPS[76].backward  # atanh
+_k78 = _OPS[77].backward  # erf
+_k79 = _OPS[78].backward  # erfc
+_k80 = _OPS[79].backward  # gelu
+_k81 = _OPS[80].backward  # silu
+_k82 = _OPS[81].backward  # elu
+_k83 = _OPS[82].backward  # leaky_relu
+_k84 = _OPS[83].backward  # hardtanh
+_k85 = _OPS[84].backward  # nan_to_num
+_k86 = _OPS[85].backward  # sign
+_k87 = _OPS[86].backward  # floor
+_k88 = _OPS[87].backward  # ceil
+_k89 = _OPS[88].backward  # trunc
+_k90 = _OPS[89].backward  # round
+_k91 = _OPS[90].backward  # atan2
+_k92 = _OPS[91].backward  # logaddexp
+_k93 = _OPS[92].backward  # hypot
+_k94 = _OPS[93].backward  # fmod
+_k95 = _OPS[94].backward  # remainder
+_k96 = _OPS[95].backward  # lerp
+_k97 = _OPS[96].backward  # addcmul
+_k98 = _OPS[97].backward  # addcdiv
+_k109 = _OPS[108].backward  # reshape
+_k110 = _OPS[109].backward  # view
+_k111 = _OPS[110].backward  # flatten
+_k112 = _OPS[111].backward  # unsqueeze
+_k113 = _OPS[112].backward  # squeeze
+_k114 = _OPS[113].backward  # permute
+_k115 = _OPS[114].backward  # transpose
+_k116 = _OPS[115].backward  # t
+_k117 = _OPS[116].backward  # cat
+_k118 = _OPS[117].backward  # stack
+_k119 = _OPS[118].backward  # unbind
+_k120 = _OPS[119].backward  # select
 
 
 @numba.njit(inline="always")
@@ -487,6 +544,291 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k53(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k53(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 54:
+        if f32:
+            _k54(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k54(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 55:
+        if f32:
+            _k55(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k55(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 56:
+        if f32:
+            _k56(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k56(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 57:
+        if f32:
+            _k57(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k57(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 58:
+        if f32:
+            _k58(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k58(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 59:
+        if f32:
+            _k59(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k59(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 60:
+        if f32:
+            _k60(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k60(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 61:
+        if f32:
+            _k61(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k61(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 62:
+        if f32:
+            _k62(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k62(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 63:
+        if f32:
+            _k63(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k63(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 64:
+        if f32:
+            _k64(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k64(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 65:
+        if f32:
+            _k65(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k65(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 66:
+        if f32:
+            _k66(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k66(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 67:
+        if f32:
+            _k67(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k67(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 68:
+        if f32:
+            _k68(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k68(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 69:
+        if f32:
+            _k69(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k69(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 70:
+        if f32:
+            _k70(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k70(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 71:
+        if f32:
+            _k71(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k71(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 72:
+        if f32:
+            _k72(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k72(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 73:
+        if f32:
+            _k73(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k73(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 74:
+        if f32:
+            _k74(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k74(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 75:
+        if f32:
+            _k75(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k75(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 76:
+        if f32:
+            _k76(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k76(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 77:
+        if f32:
+            _k77(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k77(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 78:
+        if f32:
+            _k78(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k78(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 79:
+        if f32:
+            _k79(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k79(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 80:
+        if f32:
+            _k80(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k80(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 81:
+        if f32:
+            _k81(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k81(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 82:
+        if f32:
+            _k82(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k82(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 83:
+        if f32:
+            _k83(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k83(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 84:
+        if f32:
+            _k84(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k84(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 85:
+        if f32:
+            _k85(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k85(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 86:
+        if f32:
+            _k86(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k86(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 87:
+        if f32:
+            _k87(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k87(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 88:
+        if f32:
+            _k88(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k88(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 89:
+        if f32:
+            _k89(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k89(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 90:
+        if f32:
+            _k90(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k90(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 91:
+        if f32:
+            _k91(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k91(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 92:
+        if f32:
+            _k92(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k92(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 93:
+        if f32:
+            _k93(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k93(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 94:
+        if f32:
+            _k94(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k94(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 95:
+        if f32:
+            _k95(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k95(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 96:
+        if f32:
+            _k96(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k96(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 97:
+        if f32:
+            _k97(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k97(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 98:
+        if f32:
+            _k98(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k98(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 109:
+        if f32:
+            _k109(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k109(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 110:
+        if f32:
+            _k110(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k110(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 111:
+        if f32:
+            _k111(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k111(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 112:
+        if f32:
+            _k112(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k112(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 113:
+        if f32:
+            _k113(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k113(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 114:
+        if f32:
+            _k114(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k114(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 115:
+        if f32:
+            _k115(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k115(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 116:
+        if f32:
+            _k116(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k116(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 117:
+        if f32:
+            _k117(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k117(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 118:
+        if f32:
+            _k118(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k118(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 119:
+        if f32:
+            _k119(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k119(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 120:
+        if f32:
+            _k120(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k120(G64, G32, go, gi, V64, so, sa, ip, fp)
 
 
 # END GENERATED DISPATCH

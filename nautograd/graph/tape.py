@@ -18,14 +18,18 @@ into the array costs ~300 ns. The pools are never compacted; they reset with the
 
 Saved values of at most ``SMALL`` elements are copied into the value arena (``v64`` or
 ``v32``, by the node's dtype); larger ones stay in their numpy array, read by address, and
-the array is kept alive in ``obj[node]`` until the node is released or swept.
+the array is kept alive in ``obj[node]`` until the node is released or swept. Integer saved
+values (the int64 index maps of gathering ops) are always kept by address: the arenas are
+floating point, and a float32 arena cannot hold an index above 2**24 exactly.
 
-Python objects a node needs (the leaf of an AccumulateGrad node, arrays saved by address)
-live in the list ``obj``. Tensors that point into the tape hold a *handle*; ``h2node`` maps
-handles to node ids so compaction can renumber nodes without touching the tensors.
+Python objects a node needs (a weak reference to the leaf of an AccumulateGrad node, arrays
+saved by address) live in the list ``obj``. Tensors that point into the tape hold a
+*handle*; ``h2node`` maps handles to node ids so compaction can renumber nodes without
+touching the tensors.
 """
 
 import threading
+import weakref
 
 import numba
 import numpy as np
@@ -319,7 +323,7 @@ class Tape:
             so, sa = self._so, self._sa
             for a in saved:
                 m = a.size
-                if m <= SMALL:
+                if m <= SMALL and a.dtype.kind == "f":  # integer index maps: by address
                     if f32:
                         so.append(self.n32)
                         self.n32 += m
@@ -387,7 +391,9 @@ class Tape:
         """An AccumulateGrad node for ``leaf`` (no edges, one output: the leaf's gradient)."""
         i = self.record(OP_ACCUMULATE_GRAD, f32, [], [], [numel], (), (), ())
         self._rows[-len(_ROW) + 1] |= ACC  # the flags of the row just appended
-        self.obj[i] = leaf
+        # a weak reference: the leaf's handle keeps this node alive, so a strong one would keep
+        # every leaf ever differentiated alive as long as the thread's tape
+        self.obj[i] = weakref.ref(leaf)
         return i
 
     # -- handles --------------------------------------------------------------------------

@@ -38,6 +38,13 @@ def saved(V, so, sa, k, n):
 
 
 @numba.njit(inline="always")
+def saved_index(sa, k, n):
+    """The k-th saved value of a node as int64 (integer saved values are always kept by
+    address, see graph/tape.py): index maps of gathering ops."""
+    return numba.carray(_ptr_like(sa[k], sa), (n,))
+
+
+@numba.njit(inline="always")
 def view(G, off, n):
     return G[off : off + n]
 

@@ -355,9 +355,9 @@ def _binary_kernel(name, partial):
     return kernel(backward)
 
 
-def _binary_forward(f, save=True):
+def _binary_forward(name, f, save=True):
     def forward(x, y):
-        out, ip = binary_params(f.__name__, x.shape, y.shape)
+        out, ip = binary_params(name, x.shape, y.shape)
         result = f(x, y)
         return result, ((x, y) if save else ()), ip, ()
 
@@ -378,7 +378,7 @@ _BINARY_CASES = [
 def _binary_op(name, f, partial, save=True, cases=None, **kw):
     backward = _binary_kernel(name, partial)
     return defop(
-        name, _binary_forward(f, save), backward, nin=2, cases=cases or _BINARY_CASES, **kw
+        name, _binary_forward(name, f, save), backward, nin=2, cases=cases or _BINARY_CASES, **kw
     )
 
 

@@ -26,6 +26,7 @@ locate the saved values (see ``_jit.saved``), ``ip``/``fp`` the node's attribute
 *accumulate* (``grad_x[i] += ...``) so fan-out and ``x * x`` need no special case.
 """
 
+import inspect
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -69,6 +70,16 @@ def defop(name, forward, backward=None, **kw):
     OPS.append(op)
     OP_BY_NAME[name] = op
     return op
+
+
+def attributes_of(forward, f, skip=1, nin=1):
+    """Give ``forward(*arrays, **kwargs)`` the attribute parameters of ``f`` (those after its
+    first ``skip``), so the op's frontend also accepts them positionally, as torch does."""
+    P = inspect.Parameter
+    tensors = [P(f"x{i}", P.POSITIONAL_OR_KEYWORD) for i in range(nin)]
+    attrs = list(inspect.signature(f).parameters.values())[skip:]
+    forward.__signature__ = inspect.Signature(tensors + attrs)
+    return forward
 
 
 @dataclass

@@ -1,0 +1,709 @@
+"""Indexing and the shape ops that pick elements: ``__getitem__``, expand, flip, narrow,
+diagonal, roll, repeat, gather, scatter_add, masked_fill, pad, tril/triu, ...
+
+Two backward kernels serve them all:
+
+- ``strided_backward``: the result is a strided view of x (basic indexing, expand, flip,
+  narrow, diagonal, movedim): result element i reads x at ``offset + sum(idx_d * stride_d)``
+  in x's C order, so ``grad_x[that] += grad[i]``. The offset and strides come from applying
+  the same numpy view operation to a fake array of x's shape whose element strides are C
+  order and whose itemsize is 1 (numpy computes them; no memory is touched).
+- ``take_backward``: the result gathers x's elements through an index map (advanced
+  indexing, gather, roll, repeat, pad, ...): ``grad_x[index[i]] += grad[i]`` (index -1: a
+  filled element, no gradient). Repeated indices accumulate. The map is the same numpy
+  operation applied to ``arange(x.numel())``.
+"""
+
+import numbers
+
+import numpy as np
+
+from ._jit import bcast_offsets, kernel, saved_index, view
+from ._shapes import binary_params, coalesce, wrap_dim
+from .registry import Case, attributes_of, defop
+
+# ---------------------------------------------------------------------------------------------
+# strided views
+
+
+def _fake(shape):
+    """An array of ``shape`` over one byte with C-order element strides: a view op applied to
+    it yields the result's element offset and strides in x's C order."""
+    st = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        st[d] = st[d + 1] * max(shape[d + 1], 1)
+    return np.lib.stride_tricks.as_strided(_BYTE, shape=shape, strides=st)
+
+
+_BYTE = np.zeros(1, np.uint8)
+
+
+def strided_params(nx, base, v):
+    """iparams of ``strided_backward`` for the view ``v`` of the fake array ``base``."""
+    n = v.size
+    if n == 0:
+        return (nx, 0, 0, 1, 0, 0)
+    offset = v.__array_interface__["data"][0] - base.__array_interface__["data"][0]
+    shape, (st,) = coalesce(list(v.shape), [list(v.strides)])
+    return (nx, offset, n, len(shape), *shape, *st)
+
+
+@kernel
+def strided_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # ip = (nx, offset, n, nd, shape..., strides...): grad_x[offset + offs[i]] += grad[i]
+    if gi[0] < 0:
+        return
+    nx, off, n, nd = ip[0], ip[1], ip[2], ip[3]
+    if n == 0:
+        return
+    g = view(G, go[0], n)
+    grad_x = view(G, gi[0], nx)
+    offs = bcast_offsets(ip, 4, nd, 0, n)
+    for i in range(n):
+        grad_x[off + offs[i]] += g[i]
+
+
+def _view_op(name, f, cases, **kw):
+    """An op whose result is ``f(x, **kwargs)``, a numpy view of x."""
+
+    def forward(x, **kwargs):
+        base = _fake(x.shape)
+        v = f(base, **kwargs)
+        return f(x, **kwargs), (), strided_params(x.size, base, v), ()
+
+    forward.__name__ = name
+    attributes_of(forward, f)
+    return defop(name, forward, strided_backward, int_ok=True, cases=cases, **kw)
+
+
+# ---------------------------------------------------------------------------------------------
+# index maps
+
+
+def take_forward(x, index, fill=0):
+    """(result, saved, iparams) of gathering x's elements by the flat ``index`` map."""
+    index = np.ascontiguousarray(index, dtype=np.int64)
+    flat = x.reshape(-1)
+    if index.size and index.min() < 0:
+        result = np.where(index >= 0, flat[np.maximum(index, 0)], x.dtype.type(fill))
+    else:
+        result = flat[index]
+    return result, (index,), (x.size, index.size)
+
+
+@kernel
+def take_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # ip = (nx, n), saved: the int64 index map of n elements (-1: filled, no gradient)
+    if gi[0] < 0:
+        return
+    nx, n = ip[0], ip[1]
+    g = view(G, go[0], n)
+    grad_x = view(G, gi[0], nx)
+    index = saved_index(sa, 0, n)
+    for i in range(n):
+        j = index[i]
+        if j >= 0:
+            grad_x[j] += g[i]
+
+
+def _positions(x):
+    return np.arange(x.size, dtype=np.int64).reshape(x.shape)
+
+
+def _take_op(name, index_map, cases, fill=None, **kw):
+    """An op gathering x's elements: ``index_map(positions, **kwargs)`` applies the op to the
+    array of x's flat positions (-1 where the result is filled with ``fill(**kwargs)``)."""
+
+    def forward(x, **kwargs):
+        index = index_map(_positions(x), **kwargs)
+        result, saved, ip = take_forward(x, index, fill(**kwargs) if fill else 0)
+        return result, saved, ip, ()
+
+    forward.__name__ = name
+    attributes_of(forward, index_map)
+    return defop(name, forward, take_backward, int_ok=True, cases=cases, **kw)
+
+
+def _as_index(op, index, size=None, dim=None):
+    """An integer index operand (Tensor, array, list, int) as an int64 numpy array."""
+    a = np.asarray(getattr(index, "_data", index))
+    if a.dtype.kind not in "iu":
+        raise IndexError(f"{op}(): index must be an integer tensor, got dtype {a.dtype}")
+    a = a.astype(np.int64, copy=False)
+    if size is not None and a.size:
+        lo, hi = int(a.min()), int(a.max())
+        if lo < -size or hi >= size:
+            bad = hi if hi >= size else lo
+            raise IndexError(
+                f"{op}(): index {bad} is out of bounds for dimension {dim} with size {size}"
+            )
+    return a
+
+
+# ---------------------------------------------------------------------------------------------
+# __getitem__
+
+
+def _normalize_index(index):
+    """A tuple of index components; Tensors, lists become numpy arrays. Returns
+    (components, advanced) where advanced says numpy will copy (integer or bool arrays)."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    out = []
+    advanced = False
+    for i in index:
+        if i is None or i is Ellipsis or isinstance(i, slice):
+            out.append(i)
+        elif isinstance(i, bool) or isinstance(i, np.bool_):
+            out.append(np.asarray(i))
+            advanced = True
+        elif isinstance(i, (numbers.Integral, np.integer)):
+            out.append(int(i))
+        else:
+            a = np.asarray(getattr(i, "_data", i))
+            if a.dtype.kind not in "iub":
+                raise IndexError(
+                    "tensors used as indices must be long, int, byte or bool tensors, "
+                    f"got {a.dtype}"
+                )
+            if a.ndim == 0 and a.dtype.kind in "iu":
+                out.append(int(a))
+            else:
+                out.append(a)
+                advanced = True
+    return tuple(out), advanced
+
+
+def _check_index(x_shape, index):
+    """The index applied to a fake array of x's shape: numpy's checks, with the op named."""
+    try:
+        return _fake(x_shape)[index]
+    except IndexError as e:
+        raise IndexError(f"index(): {e} (tensor of shape {tuple(x_shape)})") from None
+
+
+def _index_view_forward(x, index):
+    index, _ = _normalize_index(index)
+    base = _fake(x.shape)
+    v = _check_index(x.shape, index)
+    return x[index], (), strided_params(x.size, base, v), ()
+
+
+def _index_take_forward(x, index):
+    index, _ = _normalize_index(index)
+    _check_index(x.shape, index)
+    result, saved, ip = take_forward(x, _positions(x)[index])
+    return result, saved, ip, ()
+
+
+def _getitem(apply, input, index):
+    """Tensor.__getitem__: a view for ints, slices, None and Ellipsis; a gather otherwise."""
+    index, advanced = _normalize_index(index)
+    return apply(index_take if advanced else index_view, input, index=index)
+
+
+index_view = defop(
+    "_index_view",
+    _index_view_forward,
+    strided_backward,
+    api=_getitem,
+    dunders=("__getitem__",),
+    int_ok=True,
+    node_name="SliceBackward0",
+    functions=(),
+    cases=[
+        Case(((4, 5),), {"index": (slice(1, None), slice(None, None, -2))}),
+        Case(((4, 5),), {"index": (Ellipsis, None, 2)}),
+        Case(((4, 5),), {"index": (slice(4, 1),)}),  # empty
+        Case(((4, 5),), {"index": (-1, slice(None, None, 3))}),
+    ],
+)
+index_take = defop(
+    "_index_take",
+    _index_take_forward,
+    take_backward,
+    int_ok=True,
+    node_name="IndexBackward0",
+    functions=(),
+    cases=[
+        Case(((4, 5),), {"index": (np.array([0, 2, 2, 3]),)}),  # repeated rows accumulate
+        Case(((4, 5),), {"index": (slice(None), np.array([[1, -1], [0, 4]]))}),
+        Case(((3, 4),), {"index": "mask(3, 4)"}),
+        Case(((3, 4),), {"index": (np.array([], np.int64),)}),  # empty
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# view ops
+
+
+def _expand(x, size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    size = tuple(int(s) for s in size)
+    if len(size) < x.ndim:
+        raise RuntimeError(
+            f"expand(): the number of sizes provided ({len(size)}) must be greater or equal to "
+            f"the number of dimensions in the tensor ({x.ndim})"
+        )
+    lead = len(size) - x.ndim
+    target = []
+    for d, s in enumerate(size):
+        own = x.shape[d - lead] if d >= lead else 1
+        if s == -1:
+            if d < lead:
+                raise RuntimeError(
+                    "expand(): -1 is not allowed in a leading, non-existing dimension"
+                )
+            s = own
+        elif own != 1 and s != own:
+            raise RuntimeError(
+                f"expand(): the expanded size of the tensor ({s}) must match the existing size "
+                f"({own}) at non-singleton dimension {d}. Target sizes: {list(size)}. Tensor "
+                f"sizes: {list(x.shape)}"
+            )
+        target.append(s)
+    return np.broadcast_to(x, tuple(target))
+
+
+expand = _view_op(
+    "expand",
+    lambda x, size: _expand(x, size),
+    api=lambda apply, input, *size: apply(expand, input, size=size),
+    methods=("expand",),
+    functions=(),
+    cases=[Case(((3, 1),), {"size": (2, 3, 4)}), Case(((3, 1),), {"size": (-1, 5)})],
+)
+broadcast_to = _view_op(
+    "broadcast_to",
+    lambda x, size: _expand(x, (tuple(size),)),
+    methods=("broadcast_to",),
+    cases=[Case(((4,),), {"size": (3, 4)})],
+)
+
+
+def _flip(x, dims):
+    if isinstance(dims, int):
+        dims = (dims,)
+    index = [slice(None)] * x.ndim
+    for d in dims:
+        index[wrap_dim("flip", d, x.ndim)] = slice(None, None, -1)
+    return x[tuple(index)]
+
+
+flip = _view_op(
+    "flip",
+    _flip,
+    methods=("flip",),
+    cases=[Case(((3, 4),), {"dims": (0,)}), Case(((2, 3, 4),), {"dims": (-1, 0)})],
+)
+
+
+def _narrow(x, dim, start, length):
+    d = wrap_dim("narrow", dim, x.ndim)
+    size = x.shape[d]
+    if start < -size or start > size:
+        raise IndexError(
+            f"narrow(): start ({start}) is out of range for dimension {d} of size {size}"
+        )
+    start %= size if size else 1
+    if length < 0 or start + length > size:
+        raise RuntimeError(
+            f"narrow(): start ({start}) + length ({length}) exceeds dimension size ({size})."
+        )
+    index = [slice(None)] * x.ndim
+    index[d] = slice(start, start + length)
+    return x[tuple(index)]
+
+
+narrow = _view_op(
+    "narrow",
+    _narrow,
+    methods=("narrow",),
+    cases=[
+        Case(((5, 4),), {"dim": 0, "start": 1, "length": 3}),
+        Case(((3, 6),), {"dim": -1, "start": -4, "length": 2}),
+    ],
+)
+
+
+def _diagonal(x, offset=0, dim1=0, dim2=1):
+    if x.ndim < 2:
+        raise RuntimeError(f"diagonal(): expected a tensor of at least 2 dimensions, got {x.ndim}")
+    a, b = wrap_dim("diagonal", dim1, x.ndim), wrap_dim("diagonal", dim2, x.ndim)
+    if a == b:
+        raise RuntimeError(f"diagonal(): diagonal dimensions cannot be identical {dim1}, {dim2}")
+    return np.diagonal(x, offset, a, b)
+
+
+diagonal = _view_op(
+    "diagonal",
+    _diagonal,
+    methods=("diagonal",),
+    cases=[
+        Case(((4, 5),)),
+        Case(((4, 5),), {"offset": -2}),
+        Case(((2, 3, 4),), {"offset": 1, "dim1": 2, "dim2": 0}),
+    ],
+)
+
+
+def _movedim(x, source, destination):
+    src = (source,) if isinstance(source, int) else tuple(source)
+    dst = (destination,) if isinstance(destination, int) else tuple(destination)
+    if len(src) != len(dst):
+        raise RuntimeError(
+            f"movedim(): Invalid source or destination dims: source ({list(src)} dims) should "
+            f"contain the same number of dims as destination ({list(dst)} dims)"
+        )
+    src = [wrap_dim("movedim", d, x.ndim) for d in src]
+    dst = [wrap_dim("movedim", d, x.ndim) for d in dst]
+    return np.moveaxis(x, src, dst)
+
+
+movedim = _view_op(
+    "movedim",
+    _movedim,
+    methods=("movedim", "moveaxis"),
+    functions=("movedim", "moveaxis"),
+    cases=[
+        Case(((2, 3, 4),), {"source": 0, "destination": -1}),
+        Case(((2, 3, 4),), {"source": (0, 1), "destination": (2, 0)}),
+    ],
+)
+
+
+def _unfold(x, dimension, size, step):
+    # torch.Tensor.unfold: windows of `size` every `step` along `dimension`, as a new last dim
+    d = wrap_dim("unfold", dimension, max(x.ndim, 1))
+    n = x.shape[d] if x.ndim else 1
+    if size > n or size < 0:
+        raise RuntimeError(
+            f"unfold(): maximum size for tensor at dimension {d} is {n} but size is {size}"
+        )
+    if step <= 0:
+        raise RuntimeError(f"unfold(): step is {step} but must be > 0")
+    count = (n - size) // step + 1
+    shape = x.shape[:d] + (count,) + x.shape[d + 1 :] + (size,)
+    st = x.strides
+    strides = st[:d] + (st[d] * step,) + st[d + 1 :] + (st[d],)
+    return np.lib.stride_tricks.as_strided(x, shape=shape, strides=strides, writeable=False)
+
+
+unfold = _view_op(
+    "unfold",
+    _unfold,
+    methods=("unfold",),
+    functions=(),
+    cases=[
+        Case(((7,),), {"dimension": 0, "size": 3, "step": 2}),
+        Case(((3, 6),), {"dimension": 1, "size": 2, "step": 1}),
+    ],
+)
+
+# ---------------------------------------------------------------------------------------------
+# gathering ops
+
+
+def _roll(p, shifts, dims=None):
+    if dims is None:
+        return np.roll(p.reshape(-1), shifts).reshape(p.shape)
+    shifts = (shifts,) if isinstance(shifts, int) else tuple(shifts)
+    dims = (dims,) if isinstance(dims, int) else tuple(dims)
+    if len(shifts) != len(dims):
+        raise RuntimeError(
+            f"roll(): shifts and dimensions must align. shifts: {len(shifts)}, dims:{len(dims)}"
+        )
+    return np.roll(p, shifts, tuple(wrap_dim("roll", d, p.ndim) for d in dims))
+
+
+roll = _take_op(
+    "roll",
+    _roll,
+    methods=("roll",),
+    cases=[Case(((3, 4),), {"shifts": 2}), Case(((3, 4),), {"shifts": (1, -1), "dims": (0, 1)})],
+)
+
+
+def _repeat(p, repeats):
+    if len(repeats) == 1 and isinstance(repeats[0], (tuple, list)):
+        repeats = tuple(repeats[0])
+    if len(repeats) < p.ndim:
+        raise RuntimeError(
+            "repeat(): Number of dimensions of repeat dims can not be smaller than number of "
+            "dimensions of tensor"
+        )
+    return np.tile(p.reshape((1,) * (len(repeats) - p.ndim) + p.shape), repeats)
+
+
+repeat = _take_op(
+    "repeat",
+    _repeat,
+    api=lambda apply, input, *repeats: apply(repeat, input, repeats=repeats),
+    methods=("repeat",),
+    functions=(),
+    cases=[Case(((2, 3),), {"repeats": (2, 1, 2)})],
+)
+tile = _take_op(
+    "tile",
+    lambda p, dims: np.tile(p, tuple(dims)),
+    methods=("tile",),
+    cases=[Case(((2, 3),), {"dims": (2,)}), Case(((3,),), {"dims": (2, 2)})],
+)
+
+
+def _index_select(p, dim, index):
+    d = wrap_dim("index_select", dim, max(p.ndim, 1))
+    idx = _as_index("index_select", index, p.shape[d] if p.ndim else 1, d)
+    if idx.ndim > 1:
+        raise IndexError("index_select(): Index is supposed to be a vector")
+    return np.take(p, idx.reshape(-1), axis=d) if p.ndim else p.reshape(-1)[idx.reshape(-1)]
+
+
+index_select = _take_op(
+    "index_select",
+    _index_select,
+    methods=("index_select",),
+    cases=[
+        Case(((4, 3),), {"dim": 0, "index": [3, 0, 3]}),
+        Case(((4, 3),), {"dim": -1, "index": [2]}),
+    ],
+)
+
+
+def _gather(p, dim, index):
+    d = wrap_dim("gather", dim, max(p.ndim, 1))
+    idx = _as_index("gather", index, p.shape[d] if p.ndim else 1, d)
+    if idx.ndim != p.ndim:
+        raise RuntimeError(
+            "gather(): Index tensor must have the same number of dimensions as input tensor"
+        )
+    for k in range(p.ndim):
+        if k != d and idx.shape[k] > p.shape[k]:
+            raise RuntimeError(
+                f"gather(): Size does not match at dimension {k} expected index {list(idx.shape)} "
+                f"to be no larger than self {list(p.shape)} apart from dimension {d}"
+            )
+    sub = p[tuple(slice(0, s) if k != d else slice(None) for k, s in enumerate(idx.shape))]
+    return np.take_along_axis(sub, idx, axis=d)
+
+
+gather = _take_op(
+    "gather",
+    _gather,
+    methods=("gather",),
+    cases=[
+        Case(((3, 4),), {"dim": 1, "index": [[0, 0], [3, 1], [2, 2]]}),
+        Case(((3, 4),), {"dim": 0, "index": [[2, 0, 1, 1]]}),
+    ],
+)
+
+
+def _take_along_dim(p, indices, dim=None):
+    if dim is None:
+        idx = _as_index("take_along_dim", indices, p.size, 0)
+        return p.reshape(-1)[idx.reshape(-1)]
+    d = wrap_dim("take_along_dim", dim, max(p.ndim, 1))
+    idx = _as_index("take_along_dim", indices, p.shape[d], d)
+    if idx.ndim != p.ndim:
+        raise RuntimeError(
+            "take_along_dim(): input and indices should have the same number of dimensions"
+        )
+    shape = list(
+        np.broadcast_shapes(
+            tuple(s if k != d else 1 for k, s in enumerate(p.shape)),
+            tuple(s if k != d else 1 for k, s in enumerate(idx.shape)),
+        )
+    )
+    ps, is_ = list(shape), list(shape)
+    ps[d], is_[d] = p.shape[d], idx.shape[d]
+    return np.take_along_axis(np.broadcast_to(p, ps), np.broadcast_to(idx, is_), axis=d)
+
+
+take_along_dim = _take_op(
+    "take_along_dim",
+    _take_along_dim,
+    methods=("take_along_dim",),
+    cases=[
+        Case(((3, 4),), {"indices": [[0], [3], [1]], "dim": 1}),
+        Case(((3, 4),), {"indices": [5, 0, 11]}),
+    ],
+)
+
+
+def _masked_fill(p, mask, value):
+    m = np.asarray(getattr(mask, "_data", mask))
+    if m.dtype != np.bool_:
+        raise RuntimeError(f"masked_fill(): expected mask of dtype bool, got {m.dtype}")
+    binary_params("masked_fill", p.shape, m.shape)
+    if np.broadcast_shapes(p.shape, m.shape) != p.shape:
+        raise RuntimeError(
+            f"masked_fill(): mask of shape {tuple(m.shape)} cannot be broadcast to the input's "
+            f"shape {tuple(p.shape)}"
+        )
+    return np.where(m, -1, p)
+
+
+masked_fill = _take_op(
+    "masked_fill",
+    _masked_fill,
+    fill=lambda mask, value: float(getattr(value, "_data", value)),
+    methods=("masked_fill",),
+    cases=[
+        Case(((3, 4),), {"mask": "mask(3, 4)", "value": 0.5}),
+        Case(((3, 4),), {"mask": "mask(4)", "value": -2.0}),
+    ],
+)
+
+
+def _tri(p, diagonal, lower):
+    if p.ndim < 2:
+        raise RuntimeError(
+            f"{'tril' if lower else 'triu'}: input tensor must have at least 2 dimensions"
+        )
+    rows, cols = p.shape[-2:]
+    keep = (
+        np.tri(rows, cols, diagonal, dtype=bool)
+        if lower
+        else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
+    )
+    return np.where(keep, p, -1)
+
+
+tril = _take_op(
+    "tril",
+    lambda p, diagonal=0: _tri(p, diagonal, True),
+    methods=("tril",),
+    cases=[Case(((4, 4),)), Case(((2, 3, 4),), {"diagonal": -1})],
+)
+triu = _take_op(
+    "triu",
+    lambda p, diagonal=0: _tri(p, diagonal, False),
+    methods=("triu",),
+    cases=[Case(((4, 4),)), Case(((3, 5),), {"diagonal": 2})],
+)
+
+
+def _diag(p, diagonal=0):
+    if p.ndim == 1:
+        n = p.shape[0] + abs(diagonal)
+        out = np.full((n, n), -1, np.int64)
+        r = np.arange(p.shape[0])
+        if diagonal >= 0:
+            out[r, r + diagonal] = p
+        else:
+            out[r - diagonal, r] = p
+        return out
+    if p.ndim == 2:
+        return np.diagonal(p, diagonal).copy()
+    raise RuntimeError(f"diag(): expected a 1-D or 2-D tensor, got {p.ndim}-D")
+
+
+diag = _take_op(
+    "diag",
+    _diag,
+    methods=("diag",),
+    cases=[Case(((3,),)), Case(((3,),), {"diagonal": -1}), Case(((3, 4),), {"diagonal": 1})],
+)
+
+
+def _pad(p, pad, mode="constant", value=0.0):
+    if mode != "constant":
+        raise NotImplementedError(f"pad(): mode {mode!r} is not supported yet (only 'constant')")
+    pad = tuple(pad)
+    if len(pad) % 2 or len(pad) // 2 > p.ndim:
+        raise RuntimeError(
+            f"pad(): padding length must be even and at most twice the number of dimensions "
+            f"({p.ndim}), got {len(pad)}"
+        )
+    out = p
+    # torch: pairs from the last dim backwards; negative padding crops
+    for k in range(len(pad) // 2):
+        d = p.ndim - 1 - k
+        lo, hi = pad[2 * k], pad[2 * k + 1]
+        if lo < 0:
+            out = out[(slice(None),) * d + (slice(-lo, None),)]
+        if hi < 0:
+            out = out[(slice(None),) * d + (slice(0, out.shape[d] + hi),)]
+        widths = [(0, 0)] * p.ndim
+        widths[d] = (max(lo, 0), max(hi, 0))
+        out = np.pad(out, widths, constant_values=-1)
+    return out
+
+
+pad = _take_op(
+    "pad",
+    _pad,
+    fill=lambda pad, mode="constant", value=0.0: float(value),
+    nn_functional=True,
+    methods=(),
+    functions=(),
+    cases=[
+        Case(((3, 4),), {"pad": (1, 2)}),
+        Case(((2, 3, 4),), {"pad": (0, 1, 2, -1), "value": 1.5}),
+    ],
+)
+
+# ---------------------------------------------------------------------------------------------
+# scatter_add: result = x with src added at index along dim
+
+
+def _scatter_add_forward(x, src, dim, index):
+    d = wrap_dim("scatter_add", dim, max(x.ndim, 1))
+    idx = _as_index("scatter_add", index, x.shape[d] if x.ndim else 1, d)
+    if idx.ndim != x.ndim or src.ndim != x.ndim:
+        raise RuntimeError(
+            "scatter_add(): Index tensor must have the same number of dimensions as self tensor"
+        )
+    for k in range(x.ndim):
+        if idx.shape[k] > src.shape[k] or (k != d and idx.shape[k] > x.shape[k]):
+            raise RuntimeError(
+                f"scatter_add(): Expected index {list(idx.shape)} to be no larger than self "
+                f"{list(x.shape)} apart from dimension {d} and to be no larger size than src "
+                f"{list(src.shape)}"
+            )
+    region = tuple(slice(0, s) for s in idx.shape)
+    px = _positions(x)[
+        tuple(slice(0, s) if k != d else slice(None) for k, s in enumerate(idx.shape))
+    ]
+    target = np.ascontiguousarray(np.take_along_axis(px, idx, axis=d)).reshape(-1)
+    source = np.ascontiguousarray(_positions(src)[region]).reshape(-1)
+    result = np.array(x, copy=True, order="C")
+    np.add.at(result.reshape(-1), target, src[region].reshape(-1))
+    return result, (target, source), (x.size, src.size, target.size), ()
+
+
+@kernel
+def scatter_add_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # grad_x = grad; grad_src[source[j]] += grad[target[j]]
+    nx, nsrc, m = ip[0], ip[1], ip[2]
+    g = view(G, go[0], nx)
+    if gi[0] >= 0:
+        grad_x = view(G, gi[0], nx)
+        for i in range(nx):
+            grad_x[i] += g[i]
+    if gi[1] >= 0:
+        grad_src = view(G, gi[1], nsrc)
+        target = saved_index(sa, 0, m)
+        source = saved_index(sa, 1, m)
+        for j in range(m):
+            grad_src[source[j]] += g[target[j]]
+
+
+def _scatter_add_api(apply, input, dim, index, src):
+    return apply(scatter_add, input, src, dim=dim, index=index)
+
+
+scatter_add = defop(
+    "scatter_add",
+    _scatter_add_forward,
+    scatter_add_backward,
+    nin=2,
+    api=_scatter_add_api,
+    methods=("scatter_add",),
+    cases=[
+        Case(((3, 4), (2, 4)), {"dim": 0, "index": [[0, 2, 2, 1], [2, 2, 0, 0]]}),
+        Case(((3, 4), (3, 2)), {"dim": 1, "index": [[0, 0], [3, 1], [2, 2]]}),
+    ],
+)

@@ -1,0 +1,447 @@
+"""More elementwise ops: the math and activation vocabulary, three-operand ops, logical tests.
+
+Unary ops here share one backward kernel: ``grad_x += grad * d(code, x, result, p0, p1)``
+where ``code`` (ip[1]) selects the derivative formula in ``_d``. One kernel instead of one
+per op keeps the engine's compile time flat as ops are added (each separately compiled
+kernel costs ~0.5 s per dtype, DESIGN-NOTES.md "Compile time").
+"""
+
+import math
+
+import numba
+import numpy as np
+import scipy.special
+
+from ._jit import bcast_offsets, kernel, saved, view
+from ._shapes import binary_params, nary_params
+from .elementwise import _BINARY_CASES, _binary_op
+from .registry import Case, attributes_of, defop
+
+# derivative formula codes (compile-time constants inside _d)
+(
+    RECIPROCAL, RSQRT, SQUARE, EXP2, LOG2, LOG10, TAN, ASIN, ACOS, ATAN, SINH, COSH, ASINH,
+    ACOSH, ATANH, ERF, ERFC, GELU, GELU_TANH, SILU, ELU, LEAKY_RELU, HARDTANH, FINITE, ZERO,
+) = range(25)  # fmt: skip
+
+_LN2 = math.log(2.0)
+_LN10 = math.log(10.0)
+_TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_GELU_C = 0.044715
+
+
+@numba.njit(inline="always")
+def _d(code, x, result, p0, p1):
+    """d result / d x for the op ``code`` (p0, p1: the op's float attributes)."""
+    if code == RECIPROCAL:
+        return -result * result
+    elif code == RSQRT:
+        return -0.5 * result * result * result
+    elif code == SQUARE:
+        return 2.0 * x
+    elif code == EXP2:
+        return result * _LN2
+    elif code == LOG2:
+        return 1.0 / (x * _LN2)
+    elif code == LOG10:
+        return 1.0 / (x * _LN10)
+    elif code == TAN:
+        return 1.0 + result * result
+    elif code == ASIN:
+        return 1.0 / math.sqrt(1.0 - x * x)
+    elif code == ACOS:
+        return -1.0 / math.sqrt(1.0 - x * x)
+    elif code == ATAN:
+        return 1.0 / (1.0 + x * x)
+    elif code == SINH:
+        return math.cosh(x)
+    elif code == COSH:
+        return math.sinh(x)
+    elif code == ASINH:
+        return 1.0 / math.sqrt(x * x + 1.0)
+    elif code == ACOSH:
+        return 1.0 / math.sqrt((x - 1.0) * (x + 1.0))
+    elif code == ATANH:
+        return 1.0 / (1.0 - x * x)
+    elif code == ERF:
+        return _TWO_OVER_SQRT_PI * math.exp(-x * x)
+    elif code == ERFC:
+        return -_TWO_OVER_SQRT_PI * math.exp(-x * x)
+    elif code == GELU:
+        # x Phi(x): Phi(x) + x phi(x)
+        return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0))) + x * _INV_SQRT_2PI * math.exp(
+            -0.5 * x * x
+        )
+    elif code == GELU_TANH:
+        # 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + c x^3)
+        t = math.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
+        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+    elif code == SILU:
+        s = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+        return s * (1.0 + x * (1.0 - s))
+    elif code == ELU:
+        # p0 = alpha: alpha (exp(x) - 1) for x <= 0
+        return 1.0 if x > 0 else p0 * math.exp(x)
+    elif code == LEAKY_RELU:
+        return 1.0 if x > 0 else p0
+    elif code == HARDTANH:
+        # torch: zero at and beyond both ends
+        return 0.0 if (x <= p0 or x >= p1) else 1.0
+    elif code == FINITE:  # nan_to_num: the gradient passes where x is finite
+        return 1.0 if math.isfinite(x) else 0.0
+    return 0.0
+
+
+@kernel
+def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # ip = (n, code), fp = (p0, p1); saved (x, result) except for ZERO
+    code = ip[1]
+    if gi[0] < 0 or code == ZERO:
+        return
+    n = ip[0]
+    g = view(G, go[0], n)
+    grad_x = view(G, gi[0], n)
+    x = saved(V, so, sa, 0, n)
+    result = saved(V, so, sa, 1, n)
+    p0 = fp[0]
+    p1 = fp[1]
+    for i in range(n):
+        grad_x[i] += g[i] * _d(code, x[i], result[i], p0, p1)
+
+
+def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None, **kw):
+    """Declare a unary op: result = f(x, **kwargs); params(**kwargs) -> (p0, p1)."""
+
+    def forward(x, **kwargs):
+        result = np.asarray(f(x, **kwargs), dtype=x.dtype)
+        p = params(**kwargs) if params else (0.0, 0.0)
+        return result, ((x, result) if save else ()), (result.size, code), p
+
+    forward.__name__ = name
+    if params is not None:
+        attributes_of(forward, params, skip=0)
+    if cases is None:
+        cases = [Case(((3, 4),), low=low, high=high), Case(((),), low=low, high=high)]
+    kw.setdefault("methods", (name,))
+    return defop(name, forward, unary_backward, cases=cases, **kw)
+
+
+def _arc(name):
+    # torch's numpy-style aliases: arcsin, arccosh, ...
+    return {"methods": (name, "arc" + name[1:]), "functions": (name, "arc" + name[1:])}
+
+
+reciprocal = _unary("reciprocal", lambda x: 1 / x, RECIPROCAL, low=0.3, high=2.0)
+rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x), RSQRT, low=0.2, high=3.0)
+square = _unary("square", np.square, SQUARE)
+exp2 = _unary("exp2", np.exp2, EXP2)
+log2 = _unary("log2", np.log2, LOG2, low=0.2, high=3.0)
+log10 = _unary("log10", np.log10, LOG10, low=0.2, high=3.0)
+tan = _unary("tan", np.tan, TAN, low=-1.2, high=1.2)
+asin = _unary("asin", np.arcsin, ASIN, low=-0.9, high=0.9, **_arc("asin"))
+acos = _unary("acos", np.arccos, ACOS, low=-0.9, high=0.9, **_arc("acos"))
+atan = _unary("atan", np.arctan, ATAN, **_arc("atan"))
+sinh = _unary("sinh", np.sinh, SINH)
+cosh = _unary("cosh", np.cosh, COSH)
+asinh = _unary("asinh", np.arcsinh, ASINH, **_arc("asinh"))
+acosh = _unary("acosh", np.arccosh, ACOSH, low=1.1, high=3.0, **_arc("acosh"))
+atanh = _unary("atanh", np.arctanh, ATANH, low=-0.9, high=0.9, **_arc("atanh"))
+erf = _unary("erf", scipy.special.erf, ERF)
+erfc = _unary("erfc", scipy.special.erfc, ERFC)
+
+
+def _gelu(x, approximate="none"):
+    if approximate == "tanh":
+        c = x.dtype.type(_SQRT_2_OVER_PI)
+        return 0.5 * x * (1 + np.tanh(c * (x + x.dtype.type(_GELU_C) * x * x * x)))
+    if approximate != "none":
+        raise RuntimeError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
+    return 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(x.dtype.type(2))))
+
+
+def _gelu_forward(x, approximate="none"):
+    result = np.asarray(_gelu(x, approximate), dtype=x.dtype)
+    code = GELU_TANH if approximate == "tanh" else GELU
+    return result, (x, result), (result.size, code), (0.0, 0.0)
+
+
+gelu = defop(
+    "gelu",
+    _gelu_forward,
+    unary_backward,
+    nn_functional=True,
+    methods=(),
+    cases=[Case(((3, 4),), low=-4, high=4), Case(((5,),), {"approximate": "tanh"}, low=-4, high=4)],
+)
+
+
+def _silu(x):
+    with np.errstate(over="ignore"):
+        return x / (1 + np.exp(-x))
+
+
+silu = _unary("silu", _silu, SILU, nn_functional=True, methods=(), low=-4, high=4)
+elu = _unary(
+    "elu",
+    lambda x, alpha=1.0: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))),
+    ELU,
+    params=lambda alpha=1.0: (float(alpha), 0.0),
+    nn_functional=True,
+    methods=(),
+    cases=[Case(((3, 4),)), Case(((6,),), {"alpha": 0.5})],
+)
+leaky_relu = _unary(
+    "leaky_relu",
+    lambda x, negative_slope=0.01: np.where(x > 0, x, x * x.dtype.type(negative_slope)),
+    LEAKY_RELU,
+    params=lambda negative_slope=0.01: (float(negative_slope), 0.0),
+    nn_functional=True,
+    methods=(),
+    cases=[Case(((3, 4),)), Case(((6,),), {"negative_slope": 0.2})],
+)
+
+
+def _hardtanh(x, min_val=-1.0, max_val=1.0):
+    if min_val > max_val:
+        raise ValueError(
+            f"hardtanh(): min_val ({min_val}) cannot be greater than max_val ({max_val})"
+        )
+    return np.clip(x, x.dtype.type(min_val), x.dtype.type(max_val))
+
+
+hardtanh = _unary(
+    "hardtanh",
+    _hardtanh,
+    HARDTANH,
+    params=lambda min_val=-1.0, max_val=1.0: (float(min_val), float(max_val)),
+    nn_functional=True,
+    methods=(),
+    cases=[Case(((3, 4),)), Case(((6,),), {"min_val": -0.5, "max_val": 1.5})],
+)
+
+
+def _nan_to_num(x, nan=0.0, posinf=None, neginf=None):
+    return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
+
+
+nan_to_num = _unary(
+    "nan_to_num",
+    _nan_to_num,
+    FINITE,
+    params=lambda nan=0.0, posinf=None, neginf=None: (0.0, 0.0),
+    cases=[Case(((3, 4),)), Case(((5,),), {"nan": 1.0, "posinf": 2.0, "neginf": -2.0})],
+)
+
+# piecewise-constant ops: zero gradient, as torch (integer inputs stay integer)
+_STEP = dict(save=False, int_ok=True, low=-3.0, high=3.0)
+sign = _unary("sign", np.sign, ZERO, **_STEP)
+floor = _unary("floor", np.floor, ZERO, **_STEP)
+ceil = _unary("ceil", np.ceil, ZERO, **_STEP)
+trunc = _unary(
+    "trunc", np.trunc, ZERO, methods=("trunc", "fix"), functions=("trunc", "fix"), **_STEP
+)
+round_ = _unary(
+    "round",
+    lambda x, decimals=0: np.round(x, decimals),
+    ZERO,
+    params=lambda decimals=0: (0.0, 0.0),
+    save=False,
+    int_ok=True,
+    cases=[Case(((3, 4),), low=-3, high=3), Case(((5,),), {"decimals": 2}, low=-3, high=3)],
+)
+
+# ---------------------------------------------------------------------------------------------
+# binary ops: (dx, dy) = partial(x, y)
+
+
+@numba.njit
+def _p_atan2(x, y):
+    # atan2(x, y) = angle of (y, x): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2)
+    r = x * x + y * y
+    return y / r, -x / r
+
+
+@numba.njit
+def _p_logaddexp(x, y):
+    # d/dx log(e^x + e^y) = sigmoid(x - y), written so that neither exp overflows
+    z = x - y
+    if z >= 0:
+        e = math.exp(-z)
+        return 1.0 / (1.0 + e), e / (1.0 + e)
+    e = math.exp(z)
+    return e / (1.0 + e), 1.0 / (1.0 + e)
+
+
+@numba.njit
+def _p_hypot(x, y):
+    r = math.sqrt(x * x + y * y)
+    return x / r, y / r
+
+
+@numba.njit
+def _p_fmod(x, y):
+    # x - trunc(x / y) y
+    q = x / y
+    return 1.0, -(math.floor(q) if q >= 0 else math.ceil(q))
+
+
+@numba.njit
+def _p_remainder(x, y):
+    # x - floor(x / y) y
+    return 1.0, -math.floor(x / y)
+
+
+_TENSORS = [c for c in _BINARY_CASES if all(isinstance(s, tuple) for s in c.shapes)]
+atan2 = _binary_op(
+    "atan2",
+    np.arctan2,
+    _p_atan2,
+    methods=("atan2", "arctan2"),
+    functions=("atan2", "arctan2"),
+    cases=_TENSORS,
+)
+logaddexp = _binary_op(
+    "logaddexp", np.logaddexp, _p_logaddexp, methods=("logaddexp",), cases=_TENSORS
+)
+hypot = _binary_op("hypot", np.hypot, _p_hypot, methods=("hypot",), cases=_TENSORS)
+# kinks of fmod/remainder (x a multiple of y) are avoided by the ranges
+fmod = _binary_op(
+    "fmod",
+    np.fmod,
+    _p_fmod,
+    methods=("fmod",),
+    int_ok=True,
+    cases=[Case(((3, 4), (4,)), low=0.6, high=1.9), Case(((3, 4), 0.7), low=-1.9, high=1.9)],
+)
+remainder = _binary_op(
+    "remainder",
+    np.remainder,
+    _p_remainder,
+    methods=("remainder",),
+    dunders=("__mod__", "__rmod__"),
+    int_ok=True,
+    cases=[Case(((3, 4), (4,)), low=0.6, high=1.9), Case(((3, 4), 0.7), low=-1.9, high=1.9)],
+)
+
+# ---------------------------------------------------------------------------------------------
+# three broadcasting operands: result = f(a, b, c, value); partial(a, b, c, value) -> 3 partials
+
+
+def _ternary_kernel(name, partial):
+    def backward(G, G2, go, gi, V, so, sa, ip, fp):
+        # ip: nary_params (n, nd, shape, strides of a, b, c) then the operands' sizes
+        n, nd = ip[0], ip[1]
+        m = 2 + 4 * nd
+        g = view(G, go[0], n)
+        a = saved(V, so, sa, 0, ip[m])
+        b = saved(V, so, sa, 1, ip[m + 1])
+        c = saved(V, so, sa, 2, ip[m + 2])
+        oa = bcast_offsets(ip, 2, nd, 0, n)
+        ob = bcast_offsets(ip, 2, nd, 1, n)
+        oc = bcast_offsets(ip, 2, nd, 2, n)
+        v = fp[0]
+        # one loop per input with a constant tuple index (the partials' types may differ)
+        if gi[0] >= 0:
+            grad = view(G, gi[0], ip[m])
+            for i in range(n):
+                grad[oa[i]] += g[i] * partial(a[oa[i]], b[ob[i]], c[oc[i]], v)[0]
+        if gi[1] >= 0:
+            grad = view(G, gi[1], ip[m + 1])
+            for i in range(n):
+                grad[ob[i]] += g[i] * partial(a[oa[i]], b[ob[i]], c[oc[i]], v)[1]
+        if gi[2] >= 0:
+            grad = view(G, gi[2], ip[m + 2])
+            for i in range(n):
+                grad[oc[i]] += g[i] * partial(a[oa[i]], b[ob[i]], c[oc[i]], v)[2]
+
+    backward.__name__ = backward.__qualname__ = f"{name}_backward"
+    return kernel(backward)
+
+
+def _ternary_op(name, f, partial, cases, **kw):
+    def forward(a, b, c, value=1.0):
+        out, ip = nary_params(name, [a.shape, b.shape, c.shape])
+        result = np.asarray(f(a, b, c, a.dtype.type(value)), dtype=a.dtype)
+        return result, (a, b, c), ip + (a.size, b.size, c.size), (float(value),)
+
+    kw.setdefault("methods", (name,))
+    return defop(name, forward, _ternary_kernel(name, partial), nin=3, cases=cases, **kw)
+
+
+@numba.njit
+def _p_lerp(x, end, weight, v):
+    # x + weight (end - x)
+    return 1.0 - weight, weight, end - x
+
+
+@numba.njit
+def _p_addcmul(x, t1, t2, v):
+    # x + v t1 t2
+    return 1.0, v * t2, v * t1
+
+
+@numba.njit
+def _p_addcdiv(x, t1, t2, v):
+    # x + v t1 / t2
+    return 1.0, v / t2, -v * t1 / (t2 * t2)
+
+
+_TERNARY_CASES = [
+    Case(((3, 4), (3, 4), (3, 4))),
+    Case(((3, 4), (4,), (3, 1))),
+    Case(((2, 1, 3), (3,), ())),
+]
+
+
+def _lerp(x, end, weight, value):
+    return x + weight * (end - x)
+
+
+lerp = _ternary_op(
+    "lerp",
+    _lerp,
+    _p_lerp,
+    cases=_TERNARY_CASES + [Case(((3, 4), (3, 4), 0.3))],
+)
+addcmul = _ternary_op(
+    "addcmul",
+    lambda x, t1, t2, v: x + v * t1 * t2,
+    _p_addcmul,
+    cases=_TERNARY_CASES + [Case(((3,), (3,), (3,)), {"value": 0.5})],
+)
+addcdiv = _ternary_op(
+    "addcdiv",
+    lambda x, t1, t2, v: x + v * t1 / t2,
+    _p_addcdiv,
+    cases=[Case(c.shapes, c.kwargs, low=0.5, high=2.0) for c in _TERNARY_CASES]
+    + [Case(((3,), (3,), (3,)), {"value": -2.0}, low=0.5, high=2.0)],
+)
+
+# ---------------------------------------------------------------------------------------------
+# tests and logical ops: bool results, no gradient
+
+
+def _predicate(name, f, nin=1, **kw):
+    def forward(*xs):
+        if nin == 2:
+            binary_params(name, xs[0].shape, xs[1].shape)
+        return f(*xs), (), (), ()
+
+    forward.__name__ = name
+    kw.setdefault("methods", (name,))
+    cases = [Case(((3, 4),))] if nin == 1 else [Case(((3, 4), (4,)))]
+    return defop(name, forward, nin=nin, int_result=True, int_ok=True, cases=cases, **kw)
+
+
+isnan = _predicate("isnan", np.isnan)
+isinf = _predicate("isinf", np.isinf)
+isfinite = _predicate("isfinite", np.isfinite)
+isposinf = _predicate("isposinf", np.isposinf)
+isneginf = _predicate("isneginf", np.isneginf)
+signbit = _predicate("signbit", np.signbit)
+logical_not = _predicate("logical_not", np.logical_not)
+logical_and = _predicate("logical_and", np.logical_and, nin=2)
+logical_or = _predicate("logical_or", np.logical_or, nin=2)
+logical_xor = _predicate("logical_xor", np.logical_xor, nin=2)

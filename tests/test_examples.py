@@ -1,0 +1,40 @@
+"""The examples in examples/ run and learn (each is also a script a newcomer runs)."""
+
+import os
+import runpy
+import subprocess
+import sys
+
+import pytest
+
+EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
+
+
+def _load(name):
+    return runpy.run_path(os.path.join(EXAMPLES, name))
+
+
+def test_logistic_regression_learns():
+    first, last, accuracy = _load("logistic_regression.py")["train"](steps=100, verbose=False)
+    assert first == pytest.approx(0.6931471805599453)  # log 2 at zero weights
+    assert last < 0.35
+    assert accuracy > 0.85
+
+
+def test_mlp_synthetic_learns():
+    first, last, accuracy = _load("mlp_synthetic.py")["train"](steps=300, verbose=False)
+    assert last < 0.6 * first
+    assert accuracy > 0.8
+
+
+@pytest.mark.parametrize("name", sorted(f for f in os.listdir(EXAMPLES) if f.endswith(".py")))
+def test_example_runs_as_a_script(name, tmp_path):
+    proc = subprocess.run(
+        [sys.executable, os.path.join(EXAMPLES, name)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip()
