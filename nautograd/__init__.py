@@ -13,6 +13,7 @@ _codegen.ensure_fresh()
 
 from . import (
     autograd,  # noqa: E402  (autograd before tensor: see tensor.py imports)
+    linalg,  # noqa: E402
     nn,  # noqa: E402
 )
 from .autograd.grad_mode import (  # noqa: E402

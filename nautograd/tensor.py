@@ -708,6 +708,7 @@ def _accumulator(tape, leaf):
 
 FUNCTIONS = {}
 NN_FUNCTIONAL = {}  # ng.nn.functional.<name>
+LINALG = {}  # ng.linalg.<name>
 _TO_COPY = OP_BY_NAME["_to_copy"]
 
 
@@ -762,6 +763,8 @@ def _bind():
             FUNCTIONS[name] = f
         if op.nn_functional:
             NN_FUNCTIONAL[op.name] = f
+        for name in op.linalg:
+            LINALG[name] = f
         for name in op.methods:
             setattr(Tensor, name, f)
         for name in op.dunders:

@@ -35,6 +35,10 @@ TORCH = {
         x, torch.tensor(indices), dim
     ),
     "scatter_add": lambda x, src, dim, index: torch.scatter_add(x, dim, torch.tensor(index), src),
+    "_take_flat": lambda x, index: x.reshape(-1)[torch.tensor(index).reshape(-1)].reshape(
+        np.shape(index)
+    ),
+    "vector_norm": lambda x, **kw: torch.linalg.vector_norm(x, **kw),
 }
 
 

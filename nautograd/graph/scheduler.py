@@ -198,7 +198,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: bfae1823b717404f
+# sources hash: 42b4cbfeb3b0fe89
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg
@@ -254,57 +254,70 @@ _k56 = _OPS[55].backward  # mv
 _k57 = _OPS[56].backward  # dot
 _k58 = _OPS[57].backward  # sum
 _k59 = _OPS[58].backward  # mean
-_k60 = _OPS[59].backward  # softmax
-_k61 = _OPS[60].backward  # log_softmax
-_k62 = _OPS[61].backward  # logsumexp
-_k63 = _OPS[62].backward  # reciprocal
-_k64 = _OPS[63].backward  # rsqrt
-_k65 = _OPS[64].backward  # square
-_k66 = _OPS[65].backward  # exp2
-_k67 = _OPS[66].backward  # log2
-_k68 = _OPS[67].backward  # log10
-_k69 = _OPS[68].backward  # tan
-_k70 = _OPS[69].backward  # asin
-_k71 = _OPS[70].backward  # acos
-_k72 = _OPS[71].backward  # atan
-_k73 = _OPS[72].backward  # sinh
-_k74 = _OPS[73].backward  # cosh
-_k75 = _OPS[74].backward  # asinh
-_k76 = _OPS[75].backward  # acosh
-_k77 = _OPS[76].backward  # atanh
-_k78 = _OPS[77].backward  # erf
-_k79 = _OPS[78].backward  # erfc
-_k80 = _OPS[79].backward  # gelu
-_k81 = _OPS[80].backward  # silu
-_k82 = _OPS[81].backward  # elu
-_k83 = _OPS[82].backward  # leaky_relu
-_k84 = _OPS[83].backward  # hardtanh
-_k85 = _OPS[84].backward  # nan_to_num
-_k86 = _OPS[85].backward  # sign
-_k87 = _OPS[86].backward  # floor
-_k88 = _OPS[87].backward  # ceil
-_k89 = _OPS[88].backward  # trunc
-_k90 = _OPS[89].backward  # round
-_k91 = _OPS[90].backward  # atan2
-_k92 = _OPS[91].backward  # logaddexp
-_k93 = _OPS[92].backward  # hypot
-_k94 = _OPS[93].backward  # fmod
-_k95 = _OPS[94].backward  # remainder
-_k96 = _OPS[95].backward  # lerp
-_k97 = _OPS[96].backward  # addcmul
-_k98 = _OPS[97].backward  # addcdiv
-_k109 = _OPS[108].backward  # reshape
-_k110 = _OPS[109].backward  # view
-_k111 = _OPS[110].backward  # flatten
-_k112 = _OPS[111].backward  # unsqueeze
-_k113 = _OPS[112].backward  # squeeze
-_k114 = _OPS[113].backward  # permute
-_k115 = _OPS[114].backward  # transpose
-_k116 = _OPS[115].backward  # t
-_k117 = _OPS[116].backward  # cat
-_k118 = _OPS[117].backward  # stack
-_k119 = _OPS[118].backward  # unbind
-_k120 = _OPS[119].backward  # select
+_k60 = _OPS[59].backward  # prod
+_k61 = _OPS[60].backward  # amax
+_k62 = _OPS[61].backward  # amin
+_k63 = _OPS[62].backward  # var
+_k64 = _OPS[63].backward  # std
+_k65 = _OPS[64].backward  # vector_norm
+_k66 = _OPS[65].backward  # norm
+_k67 = _OPS[66].backward  # _take_flat
+_k68 = _OPS[67].backward  # cumsum
+_k69 = _OPS[68].backward  # cumprod
+_k70 = _OPS[69].backward  # logcumsumexp
+_k73 = _OPS[72].backward  # max
+_k74 = _OPS[73].backward  # min
+_k78 = _OPS[77].backward  # softmax
+_k79 = _OPS[78].backward  # log_softmax
+_k80 = _OPS[79].backward  # logsumexp
+_k81 = _OPS[80].backward  # reciprocal
+_k82 = _OPS[81].backward  # rsqrt
+_k83 = _OPS[82].backward  # square
+_k84 = _OPS[83].backward  # exp2
+_k85 = _OPS[84].backward  # log2
+_k86 = _OPS[85].backward  # log10
+_k87 = _OPS[86].backward  # tan
+_k88 = _OPS[87].backward  # asin
+_k89 = _OPS[88].backward  # acos
+_k90 = _OPS[89].backward  # atan
+_k91 = _OPS[90].backward  # sinh
+_k92 = _OPS[91].backward  # cosh
+_k93 = _OPS[92].backward  # asinh
+_k94 = _OPS[93].backward  # acosh
+_k95 = _OPS[94].backward  # atanh
+_k96 = _OPS[95].backward  # erf
+_k97 = _OPS[96].backward  # erfc
+_k98 = _OPS[97].backward  # gelu
+_k99 = _OPS[98].backward  # silu
+_k100 = _OPS[99].backward  # elu
+_k101 = _OPS[100].backward  # leaky_relu
+_k102 = _OPS[101].backward  # hardtanh
+_k103 = _OPS[102].backward  # nan_to_num
+_k104 = _OPS[103].backward  # sign
+_k105 = _OPS[104].backward  # floor
+_k106 = _OPS[105].backward  # ceil
+_k107 = _OPS[106].backward  # trunc
+_k108 = _OPS[107].backward  # round
+_k109 = _OPS[108].backward  # atan2
+_k110 = _OPS[109].backward  # logaddexp
+_k111 = _OPS[110].backward  # hypot
+_k112 = _OPS[111].backward  # fmod
+_k113 = _OPS[112].backward  # remainder
+_k114 = _OPS[113].backward  # lerp
+_k115 = _OPS[114].backward  # addcmul
+_k116 = _OPS[115].backward  # addcdiv
+_k127 = _OPS[126].backward  # reshape
+_k128 = _OPS[127].backward  # view
+_k129 = _OPS[128].backward  # flatten
+_k130 = _OPS[129].backward  # unsqueeze
+_k131 = _OPS[130].backward  # squeeze
+_k132 = _OPS[131].backward  # permute
+_k133 = _OPS[132].backward  # transpose
+_k134 = _OPS[133].backward  # t
+_k135 = _OPS[134].backward  # cat
+_k136 = _OPS[135].backward  # stack
+_k137 = _OPS[136].backward  # unbind
+_k138 = _OPS[137].backward  # select
 
 
 @numba.njit(inline="always")
@@ -629,16 +642,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k70(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k70(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 71:
-        if f32:
-            _k71(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k71(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 72:
-        if f32:
-            _k72(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k72(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 73:
         if f32:
             _k73(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -649,21 +652,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k74(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k74(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 75:
-        if f32:
-            _k75(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k75(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 76:
-        if f32:
-            _k76(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k76(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 77:
-        if f32:
-            _k77(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k77(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 78:
         if f32:
             _k78(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -769,6 +757,56 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k98(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k98(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 99:
+        if f32:
+            _k99(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k99(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 100:
+        if f32:
+            _k100(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k100(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 101:
+        if f32:
+            _k101(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k101(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 102:
+        if f32:
+            _k102(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k102(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 103:
+        if f32:
+            _k103(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k103(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 104:
+        if f32:
+            _k104(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k104(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 105:
+        if f32:
+            _k105(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k105(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 106:
+        if f32:
+            _k106(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k106(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 107:
+        if f32:
+            _k107(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k107(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 108:
+        if f32:
+            _k108(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k108(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 109:
         if f32:
             _k109(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -809,26 +847,66 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k116(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k116(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 117:
+    elif op == 127:
         if f32:
-            _k117(G32, G64, go, gi, V32, so, sa, ip, fp)
+            _k127(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
-            _k117(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 118:
+            _k127(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 128:
         if f32:
-            _k118(G32, G64, go, gi, V32, so, sa, ip, fp)
+            _k128(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
-            _k118(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 119:
+            _k128(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 129:
         if f32:
-            _k119(G32, G64, go, gi, V32, so, sa, ip, fp)
+            _k129(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
-            _k119(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 120:
+            _k129(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 130:
         if f32:
-            _k120(G32, G64, go, gi, V32, so, sa, ip, fp)
+            _k130(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
-            _k120(G64, G32, go, gi, V64, so, sa, ip, fp)
+            _k130(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 131:
+        if f32:
+            _k131(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k131(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 132:
+        if f32:
+            _k132(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k132(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 133:
+        if f32:
+            _k133(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k133(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 134:
+        if f32:
+            _k134(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k134(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 135:
+        if f32:
+            _k135(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k135(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 136:
+        if f32:
+            _k136(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k136(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 137:
+        if f32:
+            _k137(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k137(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 138:
+        if f32:
+            _k138(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k138(G64, G32, go, gi, V64, so, sa, ip, fp)
 
 
 # END GENERATED DISPATCH

@@ -1,10 +1,26 @@
-"""Reductions: sum, mean (dim: int, tuple or None; keepdim)."""
+"""Reductions (dim: int, tuple or None; keepdim): sum and mean; group reductions (prod,
+amax/amin, max/min, var/std, norms); scans (cumsum, cumprod, logcumsumexp); argmax/argmin,
+count_nonzero, all/any.
 
+Group reductions share one backward kernel: the forward lays x out as (outer, k) with the
+reduced dims last (a copy in that order plus, when the dims are not already last, the int64
+map from that order back to x's positions), and ``group_backward`` computes each group's
+gradient by the formula ``code`` (ip[3]) selects. Scans share ``scan_backward`` over the
+(outer, size, inner) view of x.
+"""
+
+import collections
+import math
+import numbers
+
+import numba
 import numpy as np
 
-from ._jit import bcast_offsets, kernel, view
-from ._shapes import coalesce, numel, wrap_dims
-from .registry import Case, defop
+from ._jit import bcast_offsets, kernel, saved, saved_index, view
+from ._shapes import coalesce, numel, outer_inner, wrap_dim, wrap_dims
+from .elementwise import maximum, minimum
+from .index import _positions, take_backward, take_forward
+from .registry import Case, attributes_of, defop
 
 _PARAMS = {}
 
@@ -94,3 +110,524 @@ _CASES = [
 
 sum_ = defop("sum", _sum_forward, sum_backward, methods=("sum",), cases=_CASES, int_ok=True)
 mean = defop("mean", _mean_forward, sum_backward, methods=("mean",), cases=_CASES)
+
+# ---------------------------------------------------------------------------------------------
+# group reductions
+
+PROD, AMAX, AMIN, VAR, STD, NORM, NORM_INF, NORM_NEG_INF, NORM_ZERO = range(9)
+
+
+def _group(op, x, dim, keepdim):
+    """(xg, pos, outer, k, out_shape): x's elements with the reduced dims last."""
+    dims, out_shape, _ = _reduce_params(op, x.shape, dim, keepdim)
+    rest = [d for d in range(x.ndim) if d not in dims]
+    perm = rest + list(dims)
+    k = numel([x.shape[d] for d in dims])
+    outer = numel([x.shape[d] for d in rest])
+    if perm == list(range(x.ndim)):
+        return np.ascontiguousarray(x).reshape(outer, k), None, outer, k, out_shape
+    xg = np.ascontiguousarray(np.transpose(x, perm)).reshape(outer, k)
+    pos = np.ascontiguousarray(np.transpose(_positions(x), perm)).reshape(-1)
+    return xg, pos, outer, k, out_shape
+
+
+@numba.njit(inline="always")
+def _pos(pos, ident, i):
+    return i if ident else pos[i]
+
+
+@kernel
+def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # ip = (outer, k, ident, code); fp = (p,); saved (xg (outer, k), result (outer,)[, pos])
+    if gi[0] < 0:
+        return
+    outer, k, ident, code = ip[0], ip[1], ip[2], ip[3]
+    n = outer * k
+    p = fp[0]
+    g = view(G, go[0], outer)
+    grad_x = view(G, gi[0], n)
+    xg = saved(V, so, sa, 0, n)
+    result = saved(V, so, sa, 1, outer)
+    pos = saved_index(sa, 2, n) if ident == 0 else sa[:0]
+    for o in range(outer):
+        base = o * k
+        r = result[o]
+        go_ = g[o]
+        if code == PROD:
+            # d/dx_i prod = prod_{j != i} x_j; with one zero only it gets a gradient
+            zeros = 0
+            z = -1
+            rest = 1.0
+            for t in range(k):
+                v = xg[base + t]
+                if v == 0:
+                    zeros += 1
+                    z = t
+                else:
+                    rest *= v
+            if zeros == 0:
+                for t in range(k):
+                    grad_x[_pos(pos, ident, base + t)] += go_ * r / xg[base + t]
+            elif zeros == 1:
+                grad_x[_pos(pos, ident, base + z)] += go_ * rest
+        elif code == AMAX or code == AMIN or code == NORM_INF or code == NORM_NEG_INF:
+            # the gradient is split evenly between the elements equal to the result (torch);
+            # norms compare |x| and carry sign(x)
+            ties = 0
+            for t in range(k):
+                v = xg[base + t]
+                if code >= NORM_INF:
+                    v = abs(v)
+                if v == r:
+                    ties += 1
+            for t in range(k):
+                v = xg[base + t]
+                s = 1.0
+                if code >= NORM_INF:
+                    s = 1.0 if v > 0 else (-1.0 if v < 0 else 0.0)
+                    v = abs(v)
+                if v == r:
+                    grad_x[_pos(pos, ident, base + t)] += go_ * s / ties
+        elif code == VAR or code == STD:
+            # var = sum (x - mean)^2 / (k - c): d/dx_i = 2 (x_i - mean) / (k - c);
+            # std = sqrt(var): d/dx_i = (x_i - mean) / ((k - c) std), 0 where std == 0 (torch)
+            mean = 0.0
+            for t in range(k):
+                mean += xg[base + t]
+            mean /= k
+            denom = k - p
+            if code == VAR:
+                scale = 2.0 * go_ / denom
+            elif r == 0:
+                continue
+            else:
+                scale = go_ / (denom * r)
+            for t in range(k):
+                grad_x[_pos(pos, ident, base + t)] += scale * (xg[base + t] - mean)
+        elif code == NORM:
+            # ||x||_p: d/dx_i = x_i |x_i|^(p-2) / ||x||^(p-1), 0 where the norm is 0 (torch)
+            if r == 0:
+                continue
+            for t in range(k):
+                v = xg[base + t]
+                if p == 1.0:
+                    d = 1.0 if v > 0 else (-1.0 if v < 0 else 0.0)
+                elif p == 2.0:
+                    d = v / r
+                else:
+                    d = v * abs(v) ** (p - 2.0) / r ** (p - 1.0)
+                grad_x[_pos(pos, ident, base + t)] += go_ * d
+
+
+def _group_op(name, reduce_fn, code_fn, cases, signature=None, all_dims=None, **kw):
+    """A group reduction: ``reduce_fn(xg (outer, k), **kw) -> (outer,)``; ``code_fn(**kw) ->
+    (code, p)`` picks the backward formula; ``signature(x, ...)`` gives torch's argument order;
+    a ``dim`` equal to ``all_dims`` (amax's ``()``) reduces every dim."""
+    extreme = name in ("amax", "amin")
+
+    def forward(x, dim=None, keepdim=False, **kwargs):
+        if all_dims is not None and dim == all_dims:
+            dim = None
+        xg, pos, outer, k, out_shape = _group(name, x, dim, keepdim)
+        if extreme and k == 0:
+            raise IndexError(f"{name}(): Expected reduction dim {dim} to have non-zero size.")
+        result = np.asarray(reduce_fn(xg, **kwargs), dtype=x.dtype).reshape(outer)
+        code, p = code_fn(**kwargs)
+        saved = (xg.reshape(-1), result) if pos is None else (xg.reshape(-1), result, pos)
+        return result.reshape(out_shape), saved, (outer, k, int(pos is None), code), (p,)
+
+    forward.__name__ = name
+    if signature is not None:
+        attributes_of(forward, signature)
+    kw.setdefault("methods", (name,))
+    return defop(name, forward, group_backward, cases=cases, **kw)
+
+
+_CASES = [
+    Case(((3, 4),)),
+    Case(((3, 4),), {"dim": 1}),
+    Case(((2, 3, 4),), {"dim": (0, 2), "keepdim": True}),
+    Case(((2, 3, 4),), {"dim": -2}),
+]
+
+
+def _prod(xg):
+    return np.prod(xg, axis=1)
+
+
+prod = _group_op(
+    "prod",
+    _prod,
+    lambda: (PROD, 0.0),
+    # torch.prod takes one int dim (tuples work here too: tests/test_reductions.py)
+    cases=[
+        Case(((3, 4),)),
+        Case(((3, 4),), {"dim": 1}),
+        Case(((2, 3, 4),), {"dim": -2, "keepdim": True}),
+        Case(((4, 3),), {"dim": 0}, low=0.5, high=1.5),
+    ],
+)
+
+
+amax = _group_op(
+    "amax",
+    lambda xg: np.max(xg, axis=1),
+    lambda: (AMAX, 0.0),
+    cases=_CASES + [Case(((3, 4),), {"dim": 1}, low=0, high=1.01)],
+    all_dims=(),
+)
+amin = _group_op(
+    "amin",
+    lambda xg: np.min(xg, axis=1),
+    lambda: (AMIN, 0.0),
+    cases=_CASES,
+    all_dims=(),
+)
+
+
+def _correction(correction=None, unbiased=None):
+    if correction is not None and unbiased is not None:
+        raise RuntimeError("var/std: cannot specify both correction and unbiased")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return float(correction)
+
+
+def _var(xg, correction=None, unbiased=None):
+    c = _correction(correction, unbiased)
+    k = xg.shape[1]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.var(xg, axis=1) * (k / (k - c)) if k - c else np.full(xg.shape[0], np.nan)
+
+
+var = _group_op(
+    "var",
+    _var,
+    lambda correction=None, unbiased=None: (VAR, _correction(correction, unbiased)),
+    cases=_CASES + [Case(((5,),), {"correction": 0})],
+)
+std = _group_op(
+    "std",
+    lambda xg, correction=None, unbiased=None: np.sqrt(_var(xg, correction, unbiased)),
+    lambda correction=None, unbiased=None: (STD, _correction(correction, unbiased)),
+    cases=_CASES + [Case(((5,),), {"correction": 2})],
+)
+
+
+def _norm_code(ord):
+    ord = float(ord)
+    if ord == math.inf:
+        return NORM_INF, ord
+    if ord == -math.inf:
+        return NORM_NEG_INF, ord
+    if ord == 0:
+        return NORM_ZERO, ord
+    return NORM, ord
+
+
+def _vector_norm(xg, ord=2):
+    ord = float(ord)
+    a = np.abs(xg)
+    if ord == math.inf:
+        return np.max(a, axis=1)
+    if ord == -math.inf:
+        return np.min(a, axis=1)
+    if ord == 0:
+        return np.count_nonzero(a, axis=1).astype(xg.dtype)
+    if ord == 1:
+        return np.sum(a, axis=1)
+    if ord == 2:
+        return np.sqrt(np.sum(a * a, axis=1))
+    return np.sum(a**ord, axis=1) ** (1.0 / ord)
+
+
+vector_norm = _group_op(
+    "vector_norm",
+    _vector_norm,
+    lambda ord=2: _norm_code(ord),
+    signature=lambda x, ord=2, dim=None, keepdim=False: None,
+    methods=(),
+    functions=(),
+    linalg=("vector_norm",),
+    node_name="LinalgVectorNormBackward0",
+    cases=[
+        Case(((3, 4),)),
+        Case(((3, 4),), {"ord": 1, "dim": 1}),
+        Case(((3, 4),), {"ord": 3, "dim": 0, "keepdim": True}),
+        Case(((3, 4),), {"ord": math.inf, "dim": 1}),
+        Case(((3, 4),), {"ord": -math.inf}),
+        Case(((2, 3, 4),), {"ord": 0.5, "dim": (0, 2)}, low=0.2, high=2.0),
+    ],
+)
+
+
+def _norm_forward(x, p="fro", dim=None, keepdim=False):
+    """torch.norm: 'fro' (and None) is the 2-norm over the dims; a number p the p-norm."""
+    if p == "fro" or p is None:
+        p = 2
+    if isinstance(p, str):
+        raise NotImplementedError(f"norm(): p={p!r} is not supported")
+    return vector_norm.forward(x, dim, keepdim, ord=p)
+
+
+norm = defop(
+    "norm",
+    _norm_forward,
+    group_backward,
+    methods=("norm",),
+    node_name="NormBackward1",
+    cases=[Case(((3, 4),)), Case(((3, 4),), {"p": 1, "dim": 1}), Case(((3, 4),), {"p": 4.0})],
+)
+
+# ---------------------------------------------------------------------------------------------
+# max/min: without dim the extreme value (ties share the gradient); with dim (values,
+# indices), the gradient going to the index returned; with a tensor, maximum/minimum
+
+MaxMin = collections.namedtuple("MaxMin", ["values", "indices"])
+
+
+def _take_flat_forward(x, index):
+    result, saved, ip = take_forward(x, index)
+    return result, saved, ip, ()
+
+
+take_flat = defop(
+    "_take_flat",
+    _take_flat_forward,
+    take_backward,
+    functions=(),
+    node_name="MaxBackward0",
+    cases=[Case(((3, 4),), {"index": [[0, 5], [11, 0]]})],
+)
+
+
+def _extreme_api(name, op, argop, binary):
+    def api(apply, input, dim=None, keepdim=False):
+        if dim is not None and not isinstance(dim, numbers.Integral):  # torch.max(input, other)
+            return apply(binary, input, dim)
+        if dim is None:
+            return apply(op, input)
+        indices = apply(argop, input, dim=dim, keepdim=keepdim)
+        shape = tuple(input.shape) or (1,)
+        d = wrap_dim(name, dim, len(shape))
+        idx = np.asarray(indices).reshape(tuple(1 if k == d else s for k, s in enumerate(shape)))
+        flat = np.take_along_axis(_positions(np.empty(shape, np.int8)), idx, axis=d)
+        values = apply(take_flat, input, index=flat.reshape(indices.shape))
+        return MaxMin(values, indices)
+
+    return api
+
+
+def _whole(name, f, code):
+    def forward(x):
+        if x.size == 0:
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument."
+            )
+        xg = np.ascontiguousarray(x).reshape(1, -1)
+        result = np.asarray(f(xg), dtype=x.dtype).reshape(1)
+        return result.reshape(()), (xg.reshape(-1), result), (1, x.size, 1, code), (0.0,)
+
+    forward.__name__ = name
+    return forward
+
+
+# ---------------------------------------------------------------------------------------------
+# scans along a dim: cumsum, cumprod, logcumsumexp
+
+CUMSUM, CUMPROD, LOGCUMSUMEXP = range(3)
+
+
+@kernel
+def scan_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # x viewed as (outer, size, inner); the scan runs along size. ip = (outer, size, inner,
+    # code); saved (x, result) for cumprod and logcumsumexp.
+    if gi[0] < 0:
+        return
+    outer, size, inner, code = ip[0], ip[1], ip[2], ip[3]
+    n = outer * size * inner
+    g = view(G, go[0], n)
+    grad_x = view(G, gi[0], n)
+    x = saved(V, so, sa, 0, n) if code != CUMSUM else g
+    result = saved(V, so, sa, 1, n) if code != CUMSUM else g
+    for o in range(outer):
+        for c in range(inner):
+            base = o * size * inner + c
+            if code == CUMSUM:
+                # grad_x_i = sum_{j >= i} grad_j
+                acc = 0.0
+                for t in range(size - 1, -1, -1):
+                    i = base + t * inner
+                    acc += g[i]
+                    grad_x[i] += acc
+            elif code == CUMPROD:
+                # grad_x_i = sum_{j >= i} grad_j prod_{m <= j, m != i} x_m. Before the first zero
+                # z that is sum_{i <= j < z} grad_j result_j / x_i; at z the products skip x_z;
+                # after z every product contains x_z = 0.
+                z = size
+                for t in range(size):
+                    if x[base + t * inner] == 0:
+                        z = t
+                        break
+                acc = 0.0
+                for t in range(z - 1, -1, -1):
+                    i = base + t * inner
+                    acc += g[i] * result[i]
+                    grad_x[i] += acc / x[i]
+                if z < size:
+                    p = result[base + (z - 1) * inner] if z > 0 else 1.0
+                    s = g[base + z * inner] * p
+                    for t in range(z + 1, size):
+                        p *= x[base + t * inner]
+                        s += g[base + t * inner] * p
+                    grad_x[base + z * inner] += s
+            else:
+                # grad_x_i = sum_{j >= i} grad_j exp(x_i - result_j), accumulated in log space
+                # separately for positive and negative grad_j so nothing overflows
+                lp = -math.inf
+                ln = -math.inf
+                for t in range(size - 1, -1, -1):
+                    i = base + t * inner
+                    gv = g[i]
+                    if gv > 0:
+                        a = math.log(gv) - result[i]
+                        m = max(lp, a)
+                        lp = m + math.log(math.exp(lp - m) + math.exp(a - m))
+                    elif gv < 0:
+                        a = math.log(-gv) - result[i]
+                        m = max(ln, a)
+                        ln = m + math.log(math.exp(ln - m) + math.exp(a - m))
+                    grad_x[i] += math.exp(x[i] + lp) - math.exp(x[i] + ln)
+
+
+def _logcumsumexp(x, axis):
+    return np.logaddexp.accumulate(x, axis=axis)
+
+
+def _scan_op(name, f, code, cases, **kw):
+    def forward(x, dim):
+        d = wrap_dim(name, dim, max(x.ndim, 1))
+        xv = x if x.ndim else x.reshape(1)
+        result = np.asarray(f(xv, axis=d))  # integer cumsum widens to int64, as torch
+        if x.dtype.kind == "f":
+            result = result.astype(x.dtype, copy=False)
+        result = np.ascontiguousarray(result).reshape(x.shape)
+        saved = () if code == CUMSUM else (x, result)
+        return result, saved, outer_inner(x.shape, d) + (code,), ()
+
+    forward.__name__ = name
+    kw.setdefault("methods", (name,))
+    return defop(name, forward, scan_backward, cases=cases, **kw)
+
+
+cumsum = _scan_op(
+    "cumsum",
+    np.cumsum,
+    CUMSUM,
+    cases=[Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": 0}), Case(((),), {"dim": 0})],
+    int_ok=True,
+)
+cumprod = _scan_op(
+    "cumprod",
+    np.cumprod,
+    CUMPROD,
+    cases=[
+        Case(((3, 4),), {"dim": 1}),
+        Case(((2, 3, 4),), {"dim": -2}),
+    ],
+)
+logcumsumexp = _scan_op(
+    "logcumsumexp",
+    _logcumsumexp,
+    LOGCUMSUMEXP,
+    cases=[Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": 0}, low=-30, high=30)],
+)
+
+# ---------------------------------------------------------------------------------------------
+# no gradient: argmax/argmin, count_nonzero, all/any
+
+
+def _arg(name, f):
+    def forward(x, dim=None, keepdim=False):
+        if x.size == 0:
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0."
+            )
+        if dim is None:  # torch: keepdim is ignored without dim
+            return np.asarray(f(x), np.int64), (), (), ()
+        d = wrap_dim(name, dim, max(x.ndim, 1))
+        r = f(x.reshape(x.shape or (1,)), axis=d)
+        if keepdim:
+            r = np.expand_dims(r, d)
+        return np.asarray(r, np.int64).reshape(r.shape if x.ndim else ()), (), (), ()
+
+    return defop(
+        name,
+        forward,
+        methods=(name,),
+        int_result=True,
+        int_ok=True,
+        cases=[
+            Case(((3, 4),)),
+            Case(((3, 4),), {"dim": 1}),
+            Case(((2, 3, 4),), {"dim": -1, "keepdim": True}),
+        ],
+    )
+
+
+argmax = _arg("argmax", np.argmax)
+argmin = _arg("argmin", np.argmin)
+
+
+def _declare_extreme(name, f, code, argop, binary):
+    op = defop(
+        name,
+        _whole(name, f, code),
+        group_backward,
+        methods=(name,),
+        node_name=f"{name.capitalize()}Backward1",
+        cases=[Case(((3, 4),)), Case(((5,),), low=0, high=1.01)],
+    )
+    op.api = _extreme_api(name, op, argop, binary)
+    return op
+
+
+max_ = _declare_extreme("max", lambda xg: np.max(xg, axis=1), AMAX, argmax, maximum)
+min_ = _declare_extreme("min", lambda xg: np.min(xg, axis=1), AMIN, argmin, minimum)
+
+
+def _test_reduction(name, f):
+    def forward(x, dim=None, keepdim=False):
+        dims, out_shape, _ = _reduce_params(name, x.shape, dim, keepdim)
+        return np.asarray(f(x, axis=dims, keepdims=keepdim)).reshape(out_shape), (), (), ()
+
+    return defop(
+        name,
+        forward,
+        methods=(name,),
+        int_result=True,
+        int_ok=True,
+        cases=[
+            Case(((3, 4),), low=-0.2, high=1),
+            Case(((3, 4),), {"dim": 1}, low=-0.2, high=1),
+            Case(((2, 3, 4),), {"dim": (0, 2), "keepdim": True}, low=-0.1, high=1),
+        ],
+    )
+
+
+def _count_nonzero(x, dim=None):
+    dims = None if dim is None else _reduce_params("count_nonzero", x.shape, dim, False)[0]
+    return np.asarray(np.count_nonzero(x, axis=dims), np.int64), (), (), ()
+
+
+count_nonzero = defop(
+    "count_nonzero",
+    _count_nonzero,
+    methods=("count_nonzero",),
+    int_result=True,
+    int_ok=True,
+    cases=[Case(((3, 4),), low=-0.5, high=1), Case(((3, 4),), {"dim": 1}, low=-0.5, high=1)],
+)
+all_ = _test_reduction("all", np.all)
+any_ = _test_reduction("any", np.any)

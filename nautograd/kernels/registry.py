@@ -47,6 +47,7 @@ class Op:
     dunders: tuple = ()  # Tensor operator names bound to the default frontend
     functions: tuple = None  # names under ng.<name>; default (name,)
     nn_functional: bool = False  # also under ng.nn.functional
+    linalg: tuple = ()  # names under ng.linalg
     differentiable: bool = True
     int_result: bool = False  # result dtype is not floating (comparisons)
     int_ok: bool = False  # integer/bool inputs stay integer (add, sum, shape ops); else promoted
