@@ -5,10 +5,10 @@ import numbers
 
 import numpy as np
 
+from ._random import generator, manual_seed  # noqa: F401  (manual_seed is public)
 from .tensor import _GRAD_DTYPES, Tensor, _wrap
 
 _DEFAULT_FLOAT = np.dtype(np.float64)
-_rng = np.random.default_rng()
 
 
 def _dt(dtype, default=_DEFAULT_FLOAT):
@@ -127,21 +127,14 @@ def eye(n, m=None, dtype=None, requires_grad=False):
     return _leaf(np.eye(n, m, dtype=_dt(dtype)), requires_grad)
 
 
-def manual_seed(seed):
-    """Seed nautograd's random number generator (rand, randn, randint)."""
-    global _rng
-    _rng = np.random.default_rng(int(seed))
-    return _rng
-
-
 def rand(*size, dtype=None, requires_grad=False):
     dt = _dt(dtype)
-    return _leaf(_rng.random(_shape(size)).astype(dt), requires_grad and dt in _GRAD_DTYPES)
+    return _leaf(generator().random(_shape(size)).astype(dt), requires_grad and dt in _GRAD_DTYPES)
 
 
 def randn(*size, dtype=None, requires_grad=False):
     dt = _dt(dtype)
-    return _leaf(_rng.standard_normal(_shape(size)).astype(dt), requires_grad)
+    return _leaf(generator().standard_normal(_shape(size)).astype(dt), requires_grad)
 
 
 def randint(low=0, high=None, size=None, dtype=None, requires_grad=False):
@@ -149,5 +142,5 @@ def randint(low=0, high=None, size=None, dtype=None, requires_grad=False):
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
-    a = _rng.integers(low, high, size=_shape((size,)), dtype=np.dtype(dtype or np.int64))
+    a = generator().integers(low, high, size=_shape((size,)), dtype=np.dtype(dtype or np.int64))
     return _leaf(a, requires_grad)

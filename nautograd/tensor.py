@@ -14,7 +14,7 @@ from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
 from .graph.tape import current_tape
 from .kernels import OPS
-from .kernels.registry import OP_BY_NAME
+from .kernels.registry import COMPOSITES, OP_BY_NAME
 
 float32 = np.dtype(np.float32)
 float64 = np.dtype(np.float64)
@@ -757,7 +757,7 @@ def _frontend(op):
 
 
 def _bind():
-    for op in OPS:
+    for op in OPS + COMPOSITES:
         f = _frontend(op)
         for name in op.functions:
             FUNCTIONS[name] = f

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 import nautograd as ng
 from nautograd.kernels import OPS
+from nautograd.kernels.registry import COMPOSITES
 
 
 def _pow(x, exponent):
@@ -29,17 +30,20 @@ TORCH = {
     "expand": lambda x, size: x.expand(*size),
     "unfold": lambda x, **kw: x.unfold(**kw),
     "repeat": lambda x, repeats: x.repeat(*repeats),
-    "index_select": lambda x, dim, index: torch.index_select(x, dim, torch.tensor(index)),
-    "gather": lambda x, dim, index: torch.gather(x, dim, torch.tensor(index)),
-    "take_along_dim": lambda x, indices, dim=None: torch.take_along_dim(
-        x, torch.tensor(indices), dim
-    ),
-    "scatter_add": lambda x, src, dim, index: torch.scatter_add(x, dim, torch.tensor(index), src),
-    "_take_flat": lambda x, index: x.reshape(-1)[torch.tensor(index).reshape(-1)].reshape(
-        np.shape(index)
-    ),
+    "scatter_add": lambda x, src, dim, index: torch.scatter_add(x, dim, index, src),
+    "_take_flat": lambda x, index: x.reshape(-1)[index.reshape(-1)].reshape(index.shape),
     "vector_norm": lambda x, **kw: torch.linalg.vector_norm(x, **kw),
+    "_windows": lambda x, dims, sizes, steps, dilations: _torch_windows(
+        x, dims, sizes, steps, dilations
+    ),
 }
+
+
+def _torch_windows(x, dims, sizes, steps, dilations):
+    for d, size, step, dil in zip(dims, sizes, steps, dilations, strict=True):
+        span = dil * (size - 1) + 1
+        x = x.unfold(d, span, step)[..., ::dil]  # the new last dim is this window
+    return x
 
 
 def _torch_basic_index(x, index):
@@ -57,8 +61,7 @@ def _torch_index(index):
     return tuple(torch.as_tensor(i) if isinstance(i, np.ndarray) else i for i in index)
 
 
-DIFFERENTIABLE = [op for op in OPS if op.backward is not None]
-CASES = [(op, i, case) for op in OPS for i, case in enumerate(op.cases)]
+CASES = [(op, i, case) for op in OPS + COMPOSITES for i, case in enumerate(op.cases)]
 
 
 def case_id(val):
@@ -73,24 +76,40 @@ def make_inputs(case, rng, dtype=np.float64):
     return case.make_inputs(rng, dtype)
 
 
-def run_ng(op, arrays, kwargs, requires_grad=True):
+def run_ng(op, arrays, kwargs, requires_grad=True, call=None):
     inputs = [
         ng.tensor(a, requires_grad=requires_grad) if isinstance(a, np.ndarray) else a
         for a in arrays
     ]
     kw = {k: (ng.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
     args = (inputs,) if op.nin == -1 else inputs
-    out = ng.tensor_apply(op, *args, **kw)
-    return inputs, out
+    if call is not None:
+        return inputs, call(lambda *a, **k: apply_op(op, *a, **k), *args, **kw)
+    return inputs, apply_op(op, *args, **kw)
 
 
-def run_torch(op, arrays, kwargs, requires_grad=True):
+def apply_op(op, *args, **kwargs):
+    """Run an op of the table (a composite through its function)."""
+    if op.composite:
+        return op.api(ng.tensor_apply, *args, **kwargs)
+    return ng.tensor_apply(op, *args, **kwargs)
+
+
+def run_torch(op, arrays, kwargs, requires_grad=True, call=None):
     inputs = [
         torch.tensor(a, requires_grad=requires_grad) if isinstance(a, np.ndarray) else a
         for a in arrays
     ]
-    kw = {k: (torch.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
+    # arrays and lists (index and target lists, class weights) are tensors for torch
+    kw = {
+        k: (torch.tensor(np.asarray(v)) if isinstance(v, (np.ndarray, list)) else v)
+        for k, v in kwargs.items()
+    }
     if "dtype" in kw:
         kw["dtype"] = getattr(torch, np.dtype(kw["dtype"]).name)
     f = TORCH.get(op.name) or getattr(torch, op.name, None) or getattr(F, op.name)
+    if op.nn_functional and op.name not in TORCH:
+        f = getattr(F, op.name)
+    if call is not None:
+        return inputs, call(f, *inputs, **kw)
     return inputs, f(*inputs, **kw)

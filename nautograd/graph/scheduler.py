@@ -198,7 +198,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 42b4cbfeb3b0fe89
+# sources hash: 9d400692f9c76d0a
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg
@@ -236,88 +236,89 @@ _k38 = _OPS[37].backward  # narrow
 _k39 = _OPS[38].backward  # diagonal
 _k40 = _OPS[39].backward  # movedim
 _k41 = _OPS[40].backward  # unfold
-_k42 = _OPS[41].backward  # roll
-_k43 = _OPS[42].backward  # repeat
-_k44 = _OPS[43].backward  # tile
-_k45 = _OPS[44].backward  # index_select
-_k46 = _OPS[45].backward  # gather
-_k47 = _OPS[46].backward  # take_along_dim
-_k48 = _OPS[47].backward  # masked_fill
-_k49 = _OPS[48].backward  # tril
-_k50 = _OPS[49].backward  # triu
-_k51 = _OPS[50].backward  # diag
-_k52 = _OPS[51].backward  # pad
-_k53 = _OPS[52].backward  # scatter_add
-_k54 = _OPS[53].backward  # matmul
-_k55 = _OPS[54].backward  # mm
-_k56 = _OPS[55].backward  # mv
-_k57 = _OPS[56].backward  # dot
-_k58 = _OPS[57].backward  # sum
-_k59 = _OPS[58].backward  # mean
-_k60 = _OPS[59].backward  # prod
-_k61 = _OPS[60].backward  # amax
-_k62 = _OPS[61].backward  # amin
-_k63 = _OPS[62].backward  # var
-_k64 = _OPS[63].backward  # std
-_k65 = _OPS[64].backward  # vector_norm
-_k66 = _OPS[65].backward  # norm
-_k67 = _OPS[66].backward  # _take_flat
-_k68 = _OPS[67].backward  # cumsum
-_k69 = _OPS[68].backward  # cumprod
-_k70 = _OPS[69].backward  # logcumsumexp
-_k73 = _OPS[72].backward  # max
-_k74 = _OPS[73].backward  # min
-_k78 = _OPS[77].backward  # softmax
-_k79 = _OPS[78].backward  # log_softmax
-_k80 = _OPS[79].backward  # logsumexp
-_k81 = _OPS[80].backward  # reciprocal
-_k82 = _OPS[81].backward  # rsqrt
-_k83 = _OPS[82].backward  # square
-_k84 = _OPS[83].backward  # exp2
-_k85 = _OPS[84].backward  # log2
-_k86 = _OPS[85].backward  # log10
-_k87 = _OPS[86].backward  # tan
-_k88 = _OPS[87].backward  # asin
-_k89 = _OPS[88].backward  # acos
-_k90 = _OPS[89].backward  # atan
-_k91 = _OPS[90].backward  # sinh
-_k92 = _OPS[91].backward  # cosh
-_k93 = _OPS[92].backward  # asinh
-_k94 = _OPS[93].backward  # acosh
-_k95 = _OPS[94].backward  # atanh
-_k96 = _OPS[95].backward  # erf
-_k97 = _OPS[96].backward  # erfc
-_k98 = _OPS[97].backward  # gelu
-_k99 = _OPS[98].backward  # silu
-_k100 = _OPS[99].backward  # elu
-_k101 = _OPS[100].backward  # leaky_relu
-_k102 = _OPS[101].backward  # hardtanh
-_k103 = _OPS[102].backward  # nan_to_num
-_k104 = _OPS[103].backward  # sign
-_k105 = _OPS[104].backward  # floor
-_k106 = _OPS[105].backward  # ceil
-_k107 = _OPS[106].backward  # trunc
-_k108 = _OPS[107].backward  # round
-_k109 = _OPS[108].backward  # atan2
-_k110 = _OPS[109].backward  # logaddexp
-_k111 = _OPS[110].backward  # hypot
-_k112 = _OPS[111].backward  # fmod
-_k113 = _OPS[112].backward  # remainder
-_k114 = _OPS[113].backward  # lerp
-_k115 = _OPS[114].backward  # addcmul
-_k116 = _OPS[115].backward  # addcdiv
-_k127 = _OPS[126].backward  # reshape
-_k128 = _OPS[127].backward  # view
-_k129 = _OPS[128].backward  # flatten
-_k130 = _OPS[129].backward  # unsqueeze
-_k131 = _OPS[130].backward  # squeeze
-_k132 = _OPS[131].backward  # permute
-_k133 = _OPS[132].backward  # transpose
-_k134 = _OPS[133].backward  # t
-_k135 = _OPS[134].backward  # cat
-_k136 = _OPS[135].backward  # stack
-_k137 = _OPS[136].backward  # unbind
-_k138 = _OPS[137].backward  # select
+_k42 = _OPS[41].backward  # _windows
+_k43 = _OPS[42].backward  # roll
+_k44 = _OPS[43].backward  # repeat
+_k45 = _OPS[44].backward  # tile
+_k46 = _OPS[45].backward  # index_select
+_k47 = _OPS[46].backward  # gather
+_k48 = _OPS[47].backward  # take_along_dim
+_k49 = _OPS[48].backward  # masked_fill
+_k50 = _OPS[49].backward  # tril
+_k51 = _OPS[50].backward  # triu
+_k52 = _OPS[51].backward  # diag
+_k53 = _OPS[52].backward  # pad
+_k54 = _OPS[53].backward  # scatter_add
+_k55 = _OPS[54].backward  # matmul
+_k56 = _OPS[55].backward  # mm
+_k57 = _OPS[56].backward  # mv
+_k58 = _OPS[57].backward  # dot
+_k59 = _OPS[58].backward  # sum
+_k60 = _OPS[59].backward  # mean
+_k61 = _OPS[60].backward  # prod
+_k62 = _OPS[61].backward  # amax
+_k63 = _OPS[62].backward  # amin
+_k64 = _OPS[63].backward  # var
+_k65 = _OPS[64].backward  # std
+_k66 = _OPS[65].backward  # vector_norm
+_k67 = _OPS[66].backward  # norm
+_k68 = _OPS[67].backward  # _take_flat
+_k69 = _OPS[68].backward  # cumsum
+_k70 = _OPS[69].backward  # cumprod
+_k71 = _OPS[70].backward  # logcumsumexp
+_k74 = _OPS[73].backward  # max
+_k75 = _OPS[74].backward  # min
+_k79 = _OPS[78].backward  # softmax
+_k80 = _OPS[79].backward  # log_softmax
+_k81 = _OPS[80].backward  # logsumexp
+_k82 = _OPS[81].backward  # reshape
+_k83 = _OPS[82].backward  # view
+_k84 = _OPS[83].backward  # flatten
+_k85 = _OPS[84].backward  # unsqueeze
+_k86 = _OPS[85].backward  # squeeze
+_k87 = _OPS[86].backward  # permute
+_k88 = _OPS[87].backward  # transpose
+_k89 = _OPS[88].backward  # t
+_k90 = _OPS[89].backward  # cat
+_k91 = _OPS[90].backward  # stack
+_k92 = _OPS[91].backward  # unbind
+_k93 = _OPS[92].backward  # select
+_k95 = _OPS[94].backward  # reciprocal
+_k96 = _OPS[95].backward  # rsqrt
+_k97 = _OPS[96].backward  # square
+_k98 = _OPS[97].backward  # exp2
+_k99 = _OPS[98].backward  # log2
+_k100 = _OPS[99].backward  # log10
+_k101 = _OPS[100].backward  # tan
+_k102 = _OPS[101].backward  # asin
+_k103 = _OPS[102].backward  # acos
+_k104 = _OPS[103].backward  # atan
+_k105 = _OPS[104].backward  # sinh
+_k106 = _OPS[105].backward  # cosh
+_k107 = _OPS[106].backward  # asinh
+_k108 = _OPS[107].backward  # acosh
+_k109 = _OPS[108].backward  # atanh
+_k110 = _OPS[109].backward  # erf
+_k111 = _OPS[110].backward  # erfc
+_k112 = _OPS[111].backward  # gelu
+_k113 = _OPS[112].backward  # silu
+_k114 = _OPS[113].backward  # elu
+_k115 = _OPS[114].backward  # leaky_relu
+_k116 = _OPS[115].backward  # hardtanh
+_k117 = _OPS[116].backward  # nan_to_num
+_k118 = _OPS[117].backward  # sign
+_k119 = _OPS[118].backward  # floor
+_k120 = _OPS[119].backward  # ceil
+_k121 = _OPS[120].backward  # trunc
+_k122 = _OPS[121].backward  # round
+_k123 = _OPS[122].backward  # atan2
+_k124 = _OPS[123].backward  # logaddexp
+_k125 = _OPS[124].backward  # hypot
+_k126 = _OPS[125].backward  # fmod
+_k127 = _OPS[126].backward  # remainder
+_k128 = _OPS[127].backward  # lerp
+_k129 = _OPS[128].backward  # addcmul
+_k130 = _OPS[129].backward  # addcdiv
 
 
 @numba.njit(inline="always")
@@ -642,21 +643,21 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k70(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k70(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 73:
+    elif op == 71:
         if f32:
-            _k73(G32, G64, go, gi, V32, so, sa, ip, fp)
+            _k71(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
-            _k73(G64, G32, go, gi, V64, so, sa, ip, fp)
+            _k71(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 74:
         if f32:
             _k74(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k74(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 78:
+    elif op == 75:
         if f32:
-            _k78(G32, G64, go, gi, V32, so, sa, ip, fp)
+            _k75(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
-            _k78(G64, G32, go, gi, V64, so, sa, ip, fp)
+            _k75(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 79:
         if f32:
             _k79(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -732,11 +733,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k93(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k93(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 94:
-        if f32:
-            _k94(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k94(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 95:
         if f32:
             _k95(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -847,6 +843,56 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k116(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k116(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 117:
+        if f32:
+            _k117(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k117(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 118:
+        if f32:
+            _k118(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k118(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 119:
+        if f32:
+            _k119(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k119(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 120:
+        if f32:
+            _k120(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k120(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 121:
+        if f32:
+            _k121(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k121(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 122:
+        if f32:
+            _k122(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k122(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 123:
+        if f32:
+            _k123(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k123(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 124:
+        if f32:
+            _k124(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k124(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 125:
+        if f32:
+            _k125(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k125(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 126:
+        if f32:
+            _k126(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k126(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 127:
         if f32:
             _k127(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -867,46 +913,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k130(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k130(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 131:
-        if f32:
-            _k131(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k131(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 132:
-        if f32:
-            _k132(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k132(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 133:
-        if f32:
-            _k133(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k133(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 134:
-        if f32:
-            _k134(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k134(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 135:
-        if f32:
-            _k135(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k135(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 136:
-        if f32:
-            _k136(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k136(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 137:
-        if f32:
-            _k137(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k137(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 138:
-        if f32:
-            _k138(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k138(G64, G32, go, gi, V64, so, sa, ip, fp)
 
 
 # END GENERATED DISPATCH

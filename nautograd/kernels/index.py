@@ -402,6 +402,42 @@ unfold = _view_op(
     ],
 )
 
+
+def _windows(x, dims, sizes, steps, dilations):
+    """Sliding windows over ``dims`` (convolution's im2col, as a view): dim d becomes the
+    window count, and a window dim of ``sizes[i]`` is appended for each; overlapping windows
+    share elements, so the backward sums over them (col2im)."""
+    shape, strides = list(x.shape), list(x.strides)
+    extra_shape, extra_strides = [], []
+    for d, size, step, dil in zip(dims, sizes, steps, dilations, strict=True):
+        span = dil * (size - 1) + 1
+        if span > shape[d]:
+            raise RuntimeError(
+                f"windows: the window ({size} with dilation {dil}) is larger than the padded "
+                f"input ({shape[d]}) along dim {d}"
+            )
+        count = (shape[d] - span) // step + 1
+        extra_shape.append(size)
+        extra_strides.append(strides[d] * dil)
+        shape[d], strides[d] = count, strides[d] * step
+    return np.lib.stride_tricks.as_strided(
+        x, shape=tuple(shape + extra_shape), strides=tuple(strides + extra_strides), writeable=False
+    )
+
+
+windows = _view_op(
+    "_windows",
+    _windows,
+    methods=(),
+    functions=(),
+    node_name="UnfoldBackward0",
+    cases=[
+        Case(((2, 7),), {"dims": (1,), "sizes": (3,), "steps": (2,), "dilations": (1,)}),
+        Case(((1, 6, 5),), {"dims": (1, 2), "sizes": (2, 3), "steps": (1, 2), "dilations": (2, 1)}),
+    ],
+)
+
+
 # ---------------------------------------------------------------------------------------------
 # gathering ops
 

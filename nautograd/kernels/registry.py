@@ -33,6 +33,7 @@ import numpy as np
 
 OPS = []
 OP_BY_NAME = {}
+COMPOSITES = []  # functions written with other ops (no kernel, no opcode): losses, conv, ...
 
 
 @dataclass(eq=False)
@@ -52,6 +53,7 @@ class Op:
     int_result: bool = False  # result dtype is not floating (comparisons)
     int_ok: bool = False  # integer/bool inputs stay integer (add, sum, shape ops); else promoted
     opcode: int = -1
+    composite: bool = False  # api is the whole op: it calls other ops through apply
     cases: list = field(default_factory=list)  # see tests/op_cases.py
 
 
@@ -83,6 +85,19 @@ def attributes_of(forward, f, skip=1, nin=1):
     return forward
 
 
+def defcomposite(name, fn, cases, **kw):
+    """Declare a function written with other ops: ``fn(apply, *args, **kwargs)``. Its gradient
+    is theirs; it gets ``ng.<name>`` (and methods, ``nn.functional``) and op-table tests."""
+    if name in OP_BY_NAME:
+        raise ValueError(f"op {name!r} declared twice")
+    op = Op(name, None, None, api=fn, composite=True, cases=cases, **kw)
+    if op.functions is None:
+        op.functions = () if op.nn_functional else (name,)
+    COMPOSITES.append(op)
+    OP_BY_NAME[name] = op
+    return op
+
+
 @dataclass
 class Case:
     """A test case: input shapes (or scalars), kwargs, and the domain values are drawn from."""
@@ -94,11 +109,17 @@ class Case:
     grad: tuple = None  # which inputs are differentiated; default all float tensors
     torch: object = None  # torch reference callable(*tensors, **kwargs); default torch.<name>
     tol: float = None
+    # call(f, *tensors, **kwargs): how to call the op function f (nautograd's and torch's)
+    # when the tested tensors are not its leading positional arguments
+    call: object = None
+    gradcheck: bool = True  # False: the op stops a gradient by design (finite differences differ)
 
     def make_inputs(self, rng, dtype=np.float64):
         """numpy inputs (arrays, or the case's Python numbers) and kwargs for this case.
 
-        A kwarg written ``"mask(3, 4)"`` becomes a random bool array of that shape.
+        A kwarg written ``"mask(3, 4)"`` becomes a random bool array of that shape;
+        ``"uniform(3)"``, ``"zeros(3)"``, ``"ones(3)"`` float arrays; ``"probs(3, 4)"`` rows of
+        probabilities (summing to 1 along the last dim).
         """
         arrays = []
         for s in self.shapes:
@@ -108,8 +129,19 @@ class Case:
                 arrays.append(rng.uniform(self.low, self.high, size=s).astype(dtype))
         kwargs = {}
         for k, v in self.kwargs.items():
-            if isinstance(v, str) and v.startswith("mask("):
-                shape = tuple(int(d) for d in v[5:-1].split(",") if d.strip())
-                v = rng.random(shape) > 0.5
+            if isinstance(v, str) and "(" in v and v.endswith(")"):
+                kind, args = v[:-1].split("(", 1)
+                shape = tuple(int(d) for d in args.split(",") if d.strip())
+                if kind == "mask":
+                    v = rng.random(shape) > 0.5
+                elif kind == "uniform":
+                    v = rng.uniform(0.5, 1.5, shape).astype(dtype)
+                elif kind == "zeros":
+                    v = np.zeros(shape, dtype)
+                elif kind == "ones":
+                    v = np.ones(shape, dtype)
+                elif kind == "probs":
+                    p = rng.uniform(0.1, 1.0, shape)
+                    v = (p / p.sum(-1, keepdims=True)).astype(dtype)
             kwargs[k] = v
         return arrays, kwargs
