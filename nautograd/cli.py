@@ -124,6 +124,7 @@ def warmup(quiet=False):
 
     from . import autograd
     from .kernels import OPS
+    from .kernels.registry import run_case
     from .tensor import Tensor, apply
 
     rng = np.random.default_rng(0)
@@ -138,13 +139,12 @@ def warmup(quiet=False):
                 Tensor(a, requires_grad=True) if isinstance(a, np.ndarray) else a for a in arrays
             ]
             kwargs = {k: Tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
-            out = apply(op, *((inputs,) if op.nin == -1 else inputs), **kwargs)
+            out = run_case(op, case, apply, inputs, kwargs)
             outs = [o for o in (out if isinstance(out, tuple) else (out,)) if o.requires_grad]
             if outs:
                 leaves = [t for t in inputs if isinstance(t, Tensor)]
-                autograd.grad(
-                    outs, leaves, [Tensor(np.ones_like(o._data)) for o in outs], allow_unused=True
-                )
+                grads = [Tensor(np.ones_like(o._data)) for o in outs]
+                autograd.grad(outs, leaves, grads, allow_unused=True)
             bar.update()
     finally:
         bar.close()

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 import nautograd as ng
 from nautograd.kernels import OPS
-from nautograd.kernels.registry import COMPOSITES
+from nautograd.kernels.registry import COMPOSITES, Case, run_case
 
 
 def _pow(x, exponent):
@@ -33,6 +33,10 @@ TORCH = {
     "scatter_add": lambda x, src, dim, index: torch.scatter_add(x, dim, index, src),
     "_take_flat": lambda x, index: x.reshape(-1)[index.reshape(-1)].reshape(index.shape),
     "vector_norm": lambda x, **kw: torch.linalg.vector_norm(x, **kw),
+    "cholesky": torch.linalg.cholesky,
+    "solve": torch.linalg.solve,
+    "_logabsdet": lambda a: torch.linalg.slogdet(a).logabsdet,
+    "_slogdet_sign": lambda a: torch.linalg.slogdet(a).sign,
     "_windows": lambda x, dims, sizes, steps, dilations: _torch_windows(
         x, dims, sizes, steps, dilations
     ),
@@ -82,17 +86,12 @@ def run_ng(op, arrays, kwargs, requires_grad=True, call=None):
         for a in arrays
     ]
     kw = {k: (ng.tensor(v) if isinstance(v, np.ndarray) else v) for k, v in kwargs.items()}
-    args = (inputs,) if op.nin == -1 else inputs
-    if call is not None:
-        return inputs, call(lambda *a, **k: apply_op(op, *a, **k), *args, **kw)
-    return inputs, apply_op(op, *args, **kw)
+    return inputs, run_case(op, Case((), call=call), ng.tensor_apply, inputs, kw)
 
 
 def apply_op(op, *args, **kwargs):
     """Run an op of the table (a composite through its function)."""
-    if op.composite:
-        return op.api(ng.tensor_apply, *args, **kwargs)
-    return ng.tensor_apply(op, *args, **kwargs)
+    return run_case(op, Case(()), ng.tensor_apply, list(args), kwargs)
 
 
 def run_torch(op, arrays, kwargs, requires_grad=True, call=None):

@@ -198,7 +198,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 9d400692f9c76d0a
+# sources hash: 7aa06ba2c9071453
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg
@@ -251,74 +251,81 @@ _k53 = _OPS[52].backward  # pad
 _k54 = _OPS[53].backward  # scatter_add
 _k55 = _OPS[54].backward  # matmul
 _k56 = _OPS[55].backward  # mm
-_k57 = _OPS[56].backward  # mv
-_k58 = _OPS[57].backward  # dot
-_k59 = _OPS[58].backward  # sum
-_k60 = _OPS[59].backward  # mean
-_k61 = _OPS[60].backward  # prod
-_k62 = _OPS[61].backward  # amax
-_k63 = _OPS[62].backward  # amin
-_k64 = _OPS[63].backward  # var
-_k65 = _OPS[64].backward  # std
-_k66 = _OPS[65].backward  # vector_norm
-_k67 = _OPS[66].backward  # norm
-_k68 = _OPS[67].backward  # _take_flat
-_k69 = _OPS[68].backward  # cumsum
-_k70 = _OPS[69].backward  # cumprod
-_k71 = _OPS[70].backward  # logcumsumexp
-_k74 = _OPS[73].backward  # max
-_k75 = _OPS[74].backward  # min
-_k79 = _OPS[78].backward  # softmax
-_k80 = _OPS[79].backward  # log_softmax
-_k81 = _OPS[80].backward  # logsumexp
-_k82 = _OPS[81].backward  # reshape
-_k83 = _OPS[82].backward  # view
-_k84 = _OPS[83].backward  # flatten
-_k85 = _OPS[84].backward  # unsqueeze
-_k86 = _OPS[85].backward  # squeeze
-_k87 = _OPS[86].backward  # permute
-_k88 = _OPS[87].backward  # transpose
-_k89 = _OPS[88].backward  # t
-_k90 = _OPS[89].backward  # cat
-_k91 = _OPS[90].backward  # stack
-_k92 = _OPS[91].backward  # unbind
-_k93 = _OPS[92].backward  # select
-_k95 = _OPS[94].backward  # reciprocal
-_k96 = _OPS[95].backward  # rsqrt
-_k97 = _OPS[96].backward  # square
-_k98 = _OPS[97].backward  # exp2
-_k99 = _OPS[98].backward  # log2
-_k100 = _OPS[99].backward  # log10
-_k101 = _OPS[100].backward  # tan
-_k102 = _OPS[101].backward  # asin
-_k103 = _OPS[102].backward  # acos
-_k104 = _OPS[103].backward  # atan
-_k105 = _OPS[104].backward  # sinh
-_k106 = _OPS[105].backward  # cosh
-_k107 = _OPS[106].backward  # asinh
-_k108 = _OPS[107].backward  # acosh
-_k109 = _OPS[108].backward  # atanh
-_k110 = _OPS[109].backward  # erf
-_k111 = _OPS[110].backward  # erfc
-_k112 = _OPS[111].backward  # gelu
-_k113 = _OPS[112].backward  # silu
-_k114 = _OPS[113].backward  # elu
-_k115 = _OPS[114].backward  # leaky_relu
-_k116 = _OPS[115].backward  # hardtanh
-_k117 = _OPS[116].backward  # nan_to_num
-_k118 = _OPS[117].backward  # sign
-_k119 = _OPS[118].backward  # floor
-_k120 = _OPS[119].backward  # ceil
-_k121 = _OPS[120].backward  # trunc
-_k122 = _OPS[121].backward  # round
-_k123 = _OPS[122].backward  # atan2
-_k124 = _OPS[123].backward  # logaddexp
-_k125 = _OPS[124].backward  # hypot
-_k126 = _OPS[125].backward  # fmod
-_k127 = _OPS[126].backward  # remainder
-_k128 = _OPS[127].backward  # lerp
-_k129 = _OPS[128].backward  # addcmul
-_k130 = _OPS[129].backward  # addcdiv
+_k57 = _OPS[56].backward  # bmm
+_k58 = _OPS[57].backward  # mv
+_k59 = _OPS[58].backward  # dot
+_k60 = _OPS[59].backward  # outer
+_k61 = _OPS[60].backward  # inverse
+_k62 = _OPS[61].backward  # det
+_k63 = _OPS[62].backward  # _logabsdet
+_k65 = _OPS[64].backward  # cholesky
+_k66 = _OPS[65].backward  # solve
+_k67 = _OPS[66].backward  # sum
+_k68 = _OPS[67].backward  # mean
+_k69 = _OPS[68].backward  # prod
+_k70 = _OPS[69].backward  # amax
+_k71 = _OPS[70].backward  # amin
+_k72 = _OPS[71].backward  # var
+_k73 = _OPS[72].backward  # std
+_k74 = _OPS[73].backward  # vector_norm
+_k75 = _OPS[74].backward  # norm
+_k76 = _OPS[75].backward  # _take_flat
+_k77 = _OPS[76].backward  # cumsum
+_k78 = _OPS[77].backward  # cumprod
+_k79 = _OPS[78].backward  # logcumsumexp
+_k82 = _OPS[81].backward  # max
+_k83 = _OPS[82].backward  # min
+_k87 = _OPS[86].backward  # reshape
+_k88 = _OPS[87].backward  # view
+_k89 = _OPS[88].backward  # flatten
+_k90 = _OPS[89].backward  # unsqueeze
+_k91 = _OPS[90].backward  # squeeze
+_k92 = _OPS[91].backward  # permute
+_k93 = _OPS[92].backward  # transpose
+_k94 = _OPS[93].backward  # t
+_k95 = _OPS[94].backward  # cat
+_k96 = _OPS[95].backward  # stack
+_k97 = _OPS[96].backward  # unbind
+_k98 = _OPS[97].backward  # select
+_k99 = _OPS[98].backward  # softmax
+_k100 = _OPS[99].backward  # log_softmax
+_k101 = _OPS[100].backward  # logsumexp
+_k103 = _OPS[102].backward  # reciprocal
+_k104 = _OPS[103].backward  # rsqrt
+_k105 = _OPS[104].backward  # square
+_k106 = _OPS[105].backward  # exp2
+_k107 = _OPS[106].backward  # log2
+_k108 = _OPS[107].backward  # log10
+_k109 = _OPS[108].backward  # tan
+_k110 = _OPS[109].backward  # asin
+_k111 = _OPS[110].backward  # acos
+_k112 = _OPS[111].backward  # atan
+_k113 = _OPS[112].backward  # sinh
+_k114 = _OPS[113].backward  # cosh
+_k115 = _OPS[114].backward  # asinh
+_k116 = _OPS[115].backward  # acosh
+_k117 = _OPS[116].backward  # atanh
+_k118 = _OPS[117].backward  # erf
+_k119 = _OPS[118].backward  # erfc
+_k120 = _OPS[119].backward  # gelu
+_k121 = _OPS[120].backward  # silu
+_k122 = _OPS[121].backward  # elu
+_k123 = _OPS[122].backward  # leaky_relu
+_k124 = _OPS[123].backward  # hardtanh
+_k125 = _OPS[124].backward  # nan_to_num
+_k126 = _OPS[125].backward  # sign
+_k127 = _OPS[126].backward  # floor
+_k128 = _OPS[127].backward  # ceil
+_k129 = _OPS[128].backward  # trunc
+_k130 = _OPS[129].backward  # round
+_k131 = _OPS[130].backward  # atan2
+_k132 = _OPS[131].backward  # logaddexp
+_k133 = _OPS[132].backward  # hypot
+_k134 = _OPS[133].backward  # fmod
+_k135 = _OPS[134].backward  # remainder
+_k136 = _OPS[135].backward  # lerp
+_k137 = _OPS[136].backward  # addcmul
+_k138 = _OPS[137].backward  # addcdiv
 
 
 @numba.njit(inline="always")
@@ -608,11 +615,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k63(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k63(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 64:
-        if f32:
-            _k64(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k64(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 65:
         if f32:
             _k65(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -648,6 +650,16 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k71(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k71(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 72:
+        if f32:
+            _k72(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k72(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 73:
+        if f32:
+            _k73(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k73(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 74:
         if f32:
             _k74(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -658,21 +670,26 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k75(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k75(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 76:
+        if f32:
+            _k76(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k76(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 77:
+        if f32:
+            _k77(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k77(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 78:
+        if f32:
+            _k78(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k78(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 79:
         if f32:
             _k79(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k79(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 80:
-        if f32:
-            _k80(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k80(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 81:
-        if f32:
-            _k81(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k81(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 82:
         if f32:
             _k82(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -683,21 +700,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k83(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k83(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 84:
-        if f32:
-            _k84(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k84(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 85:
-        if f32:
-            _k85(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k85(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 86:
-        if f32:
-            _k86(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k86(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 87:
         if f32:
             _k87(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -733,6 +735,11 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k93(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k93(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 94:
+        if f32:
+            _k94(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k94(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 95:
         if f32:
             _k95(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -768,11 +775,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k101(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k101(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 102:
-        if f32:
-            _k102(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k102(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 103:
         if f32:
             _k103(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -913,6 +915,46 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k130(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k130(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 131:
+        if f32:
+            _k131(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k131(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 132:
+        if f32:
+            _k132(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k132(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 133:
+        if f32:
+            _k133(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k133(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 134:
+        if f32:
+            _k134(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k134(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 135:
+        if f32:
+            _k135(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k135(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 136:
+        if f32:
+            _k136(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k136(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 137:
+        if f32:
+            _k137(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k137(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 138:
+        if f32:
+            _k138(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k138(G64, G32, go, gi, V64, so, sa, ip, fp)
 
 
 # END GENERATED DISPATCH

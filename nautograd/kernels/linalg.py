@@ -1,26 +1,36 @@
-"""Matrix products for 1-D and 2-D operands (``@``, matmul, mm, mv, dot) through BLAS."""
+"""Linear algebra: matmul for every operand rank torch accepts (batched, broadcast batch dims),
+mm, bmm, mv, dot, outer, einsum, trace, and linalg.inv/det/slogdet/solve/cholesky.
+
+Products run through BLAS (numpy forward; Numba's ``np.dot`` backward, one 2-D product per
+batch item); factorizations through LAPACK (numpy forward, Numba's ``np.linalg`` backward).
+"""
 
 import numba
 import numpy as np
 
-from ._jit import kernel, saved, view
-from .registry import Case, defop
+from ._jit import bcast_offsets, kernel, saved, view
+from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
+from .registry import Case, defcomposite, defop
 
 
-def _mm_shapes(op, xs, ys):
-    if len(xs) not in (1, 2) or len(ys) not in (1, 2):
+def _mm_dims(op, xs, ys):
+    """(batch shape, m, k, n, x batch shape, y batch shape) of x @ y, torch's rules."""
+    if not xs or not ys:
         raise RuntimeError(
-            f"{op}(): only 1-D and 2-D operands are supported, got shapes {tuple(xs)} and "
+            f"{op}(): both arguments need at least 1 dimension, got shapes {tuple(xs)} and "
             f"{tuple(ys)}"
         )
-    m, k = (1, xs[0]) if len(xs) == 1 else xs
-    k2, n = (ys[0], 1) if len(ys) == 1 else ys
+    x2 = (1,) + tuple(xs) if len(xs) == 1 else tuple(xs)
+    y2 = tuple(ys) + (1,) if len(ys) == 1 else tuple(ys)
+    m, k = x2[-2:]
+    k2, n = y2[-2:]
     if k != k2:
         raise RuntimeError(
-            f"{op}(): shapes {tuple(xs)} and {tuple(ys)} cannot be multiplied "
-            f"({m}x{k} and {k2}x{n})"
+            f"{op}(): shapes {tuple(xs)} and {tuple(ys)} cannot be multiplied ({m}x{k} and "
+            f"{k2}x{n})"
         )
-    return m, k, n
+    bx, by = x2[:-2], y2[:-2]
+    return broadcast_shapes(op, bx, by), m, k, n, bx, by
 
 
 @numba.njit(cache=True, nogil=True)
@@ -34,28 +44,55 @@ def _dot(x, y):
 _BLAS_FLOPS = 1 << 16
 
 
-def _matmul_forward(x, y):
-    m, k, n = _mm_shapes("matmul", x.shape, y.shape)
-    if m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2:
-        result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
-    else:
-        result = np.matmul(x, y)
-    return result, (x, y), (m, k, n), ()
+def _matmul_forward(x, y, op="matmul"):
+    batch, m, k, n, bx, by = _mm_dims(op, x.shape, y.shape)
+    if not batch:
+        if m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2:
+            result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
+        else:
+            result = np.matmul(x, y)
+        return result, (x, y), (m, k, n, 1, 0), ()
+    result = np.matmul(x, y)
+    # batch item b of the result multiplies x's item xo[b] by y's item yo[b]
+    cshape, (sx, sy) = coalesce(
+        list(batch), [broadcast_strides(bx, batch), broadcast_strides(by, batch)]
+    )
+    ip = (m, k, n, numel(batch), len(cshape), *cshape, *sx, *sy, numel(bx), numel(by))
+    return result, (x, y), ip, ()
 
 
 @kernel
 def matmul_backward(G, G2, go, gi, V, so, sa, ip, fp):
-    # result = x @ y with x (m, k), y (k, n): grad_x += grad @ y^T, grad_y += x^T @ grad
-    m, k, n = ip[0], ip[1], ip[2]
-    g = view(G, go[0], m * n).reshape((m, n))
-    if gi[0] >= 0:
-        y = saved(V, so, sa, 1, k * n).reshape((k, n))
-        grad_x = view(G, gi[0], m * k).reshape((m, k))
-        grad_x += np.dot(g, y.T)
-    if gi[1] >= 0:
-        x = saved(V, so, sa, 0, m * k).reshape((m, k))
-        grad_y = view(G, gi[1], k * n).reshape((k, n))
-        grad_y += np.dot(x.T, g)
+    # result = x @ y per batch item, x (m, k), y (k, n): grad_x += grad @ y^T,
+    # grad_y += x^T @ grad, summed over the items a broadcast operand takes part in
+    m, k, n, B, nd = ip[0], ip[1], ip[2], ip[3], ip[4]
+    if nd == 0:
+        g = view(G, go[0], m * n).reshape((m, n))
+        if gi[0] >= 0:
+            y = saved(V, so, sa, 1, k * n).reshape((k, n))
+            grad_x = view(G, gi[0], m * k).reshape((m, k))
+            grad_x += np.dot(g, y.T)
+        if gi[1] >= 0:
+            x = saved(V, so, sa, 0, m * k).reshape((m, k))
+            grad_y = view(G, gi[1], k * n).reshape((k, n))
+            grad_y += np.dot(x.T, g)
+        return
+    nxb, nyb = ip[5 + 3 * nd], ip[6 + 3 * nd]
+    xo = bcast_offsets(ip, 5, nd, 0, B)
+    yo = bcast_offsets(ip, 5, nd, 1, B)
+    g = view(G, go[0], B * m * n)
+    x = saved(V, so, sa, 0, nxb * m * k)
+    y = saved(V, so, sa, 1, nyb * k * n)
+    for b in range(B):
+        gb = g[b * m * n : (b + 1) * m * n].reshape((m, n))
+        if gi[0] >= 0:
+            yb = y[yo[b] * k * n : (yo[b] + 1) * k * n].reshape((k, n))
+            grad_x = view(G, gi[0] + xo[b] * m * k, m * k).reshape((m, k))
+            grad_x += np.dot(gb, yb.T)
+        if gi[1] >= 0:
+            xb = x[xo[b] * m * k : (xo[b] + 1) * m * k].reshape((m, k))
+            grad_y = view(G, gi[1] + yo[b] * k * n, k * n).reshape((k, n))
+            grad_y += np.dot(xb.T, gb)
 
 
 _CASES = [
@@ -64,6 +101,10 @@ _CASES = [
     Case(((3, 4), (4,))),
     Case(((4,), (4,))),
     Case(((1, 1), (1, 3))),
+    Case(((2, 3, 4), (4, 5))),
+    Case(((2, 1, 3, 4), (3, 4, 2))),
+    Case(((4,), (2, 4, 3))),
+    Case(((2, 3, 4), (4,))),
 ]
 
 matmul = defop(
@@ -84,7 +125,21 @@ def _mm_forward(x, y):
             f"mm(): self must be a matrix and mat2 must be a matrix, got "
             f"shapes {tuple(x.shape)} and {tuple(y.shape)}"
         )
-    return _matmul_forward(x, y)
+    return _matmul_forward(x, y, "mm")
+
+
+def _bmm_forward(x, y):
+    if x.ndim != 3 or y.ndim != 3:
+        raise RuntimeError(
+            f"bmm(): batch1 and batch2 must be 3D tensors, got shapes {tuple(x.shape)} and "
+            f"{tuple(y.shape)}"
+        )
+    if x.shape[0] != y.shape[0]:
+        raise RuntimeError(
+            f"bmm(): batch1 and batch2 must have the same batch size, got shapes "
+            f"{tuple(x.shape)} and {tuple(y.shape)}"
+        )
+    return _matmul_forward(x, y, "bmm")
 
 
 def _mv_forward(x, y):
@@ -93,15 +148,447 @@ def _mv_forward(x, y):
             f"mv(): expected a matrix and a vector, got shapes "
             f"{tuple(x.shape)} and {tuple(y.shape)}"
         )
-    return _matmul_forward(x, y)
+    return _matmul_forward(x, y, "mv")
 
 
 def _dot_forward(x, y):
     if x.ndim != 1 or y.ndim != 1:
         raise RuntimeError(f"dot(): 1D tensors expected, but got {x.ndim}D and {y.ndim}D tensors")
-    return _matmul_forward(x, y)
+    return _matmul_forward(x, y, "dot")
+
+
+def _outer_forward(x, y):
+    if x.ndim != 1 or y.ndim != 1:
+        raise RuntimeError(f"outer(): 1D tensors expected, but got {x.ndim}D and {y.ndim}D tensors")
+    return _matmul_forward(x.reshape(-1, 1), y.reshape(1, -1), "outer")
 
 
 mm = defop("mm", _mm_forward, matmul_backward, nin=2, methods=("mm",), cases=_CASES[:1])
+bmm = defop(
+    "bmm",
+    _bmm_forward,
+    matmul_backward,
+    nin=2,
+    methods=("bmm",),
+    cases=[Case(((2, 3, 4), (2, 4, 5)))],
+)
 mv = defop("mv", _mv_forward, matmul_backward, nin=2, methods=("mv",), cases=_CASES[2:3])
 dot = defop("dot", _dot_forward, matmul_backward, nin=2, methods=("dot",), cases=_CASES[3:4])
+outer = defop(
+    "outer",
+    _outer_forward,
+    matmul_backward,
+    nin=2,
+    methods=("outer", "ger"),
+    functions=("outer", "ger"),
+    cases=[Case(((3,), (4,)))],
+)
+
+# ---------------------------------------------------------------------------------------------
+# square-matrix functions, batched over leading dims: (B, n, n) after a free reshape
+
+
+def _square(op, a):
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise RuntimeError(
+            f"{op}(): A must be batches of square matrices, but they are "
+            f"{a.shape[-2] if a.ndim >= 2 else 1} by {a.shape[-1] if a.ndim else 1} matrices"
+        )
+    return numel(a.shape[:-2]), a.shape[-1]
+
+
+def _lapack(op, f, *args):
+    try:
+        return f(*args)
+    except np.linalg.LinAlgError as e:
+        raise RuntimeError(f"{op}(): {e}") from None
+
+
+INV, DET, LOGABSDET, CHOLESKY = range(4)
+
+
+@kernel
+def square_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # ip = (B, n, code); saved (A, result) per batch item of n x n (det: one value an item)
+    if gi[0] < 0:
+        return
+    B, n, code = ip[0], ip[1], ip[2]
+    nn = n * n
+    a = saved(V, so, sa, 0, B * nn)
+    grad_a = view(G, gi[0], B * nn)
+    if code == INV:
+        # R = A^-1: grad_A = -R^T grad R^T
+        r = saved(V, so, sa, 1, B * nn)
+        g = view(G, go[0], B * nn)
+        for b in range(B):
+            rb = r[b * nn : (b + 1) * nn].reshape((n, n))
+            gb = g[b * nn : (b + 1) * nn].reshape((n, n))
+            grad_a[b * nn : (b + 1) * nn] -= np.dot(np.dot(rb.T, gb), rb.T).reshape(nn)
+    elif code == DET or code == LOGABSDET:
+        # d det(A) = det(A) A^-T; d log|det A| = A^-T
+        r = saved(V, so, sa, 1, B)
+        g = view(G, go[0], B)
+        for b in range(B):
+            ab = np.ascontiguousarray(a[b * nn : (b + 1) * nn].reshape((n, n)))
+            scale = g[b] * (r[b] if code == DET else 1.0)
+            grad_a[b * nn : (b + 1) * nn] += scale * np.linalg.inv(ab).T.copy().reshape(nn)
+    else:
+        # A = L L^T: grad_A = sym(L^-T Phi(L^T grad_L) L^-1), Phi: lower triangle, halved
+        # diagonal (Murray 2016, as torch's cholesky_backward)
+        r = saved(V, so, sa, 1, B * nn)
+        g = view(G, go[0], B * nn)
+        for b in range(B):
+            lb = np.ascontiguousarray(r[b * nn : (b + 1) * nn].reshape((n, n)))
+            gb = g[b * nn : (b + 1) * nn].reshape((n, n))
+            phi = np.dot(lb.T, gb)
+            for i in range(n):
+                phi[i, i] *= 0.5
+                for j in range(i + 1, n):
+                    phi[i, j] = 0.0
+            li = np.linalg.inv(lb)
+            s = np.dot(np.dot(li.T, phi), li)
+            grad_a[b * nn : (b + 1) * nn] += (0.5 * (s + s.T)).reshape(nn)
+
+
+def _inv_forward(a):
+    B, n = _square("linalg.inv", a)
+    result = _lapack("linalg.inv", np.linalg.inv, a)
+    return result, (a, result), (B, n, INV), ()
+
+
+def _det_forward(a):
+    B, n = _square("linalg.det", a)
+    result = np.asarray(_lapack("linalg.det", np.linalg.det, a), dtype=a.dtype)
+    return result, (a, result.reshape(-1)), (B, n, DET), ()
+
+
+def _logabsdet_forward(a):
+    B, n = _square("linalg.slogdet", a)
+    _, result = _lapack("linalg.slogdet", np.linalg.slogdet, a)
+    result = np.asarray(result, dtype=a.dtype)
+    return result, (a, result.reshape(-1)), (B, n, LOGABSDET), ()
+
+
+def _cholesky_forward(a):
+    B, n = _square("linalg.cholesky", a)
+    try:
+        result = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        raise RuntimeError(
+            "linalg.cholesky(): The factorization could not be completed because the input is "
+            "not positive-definite."
+        ) from None
+    return result, (a, result), (B, n, CHOLESKY), ()
+
+
+def _spd(f, a, shift):
+    return f(a @ a.mT + shift)  # symmetric positive definite
+
+
+def _shifted(f, a, shift):
+    return f(a + shift)  # well conditioned
+
+
+_SQUARE_CASES = [
+    Case(((3, 3),), {"shift": "eye(3)"}, call=_shifted),
+    Case(((2, 4, 4),), {"shift": "eye(4)"}, call=_shifted),
+]
+inv = defop(
+    "inverse",
+    _inv_forward,
+    square_backward,
+    methods=("inverse",),
+    functions=("inverse",),
+    linalg=("inv",),
+    node_name="LinalgInvExBackward0",
+    cases=_SQUARE_CASES,
+)
+det = defop(
+    "det",
+    _det_forward,
+    square_backward,
+    methods=("det",),
+    linalg=("det",),
+    node_name="LinalgDetBackward0",
+    cases=_SQUARE_CASES,
+)
+logabsdet = defop(
+    "_logabsdet",
+    _logabsdet_forward,
+    square_backward,
+    functions=(),
+    node_name="LinalgSlogdetBackward0",
+    cases=[
+        Case(((3, 3),), {"shift": "eye(3)"}, call=lambda f, a, shift: f(a + shift)),
+        Case(((2, 3, 3),), {"shift": "eye(3)"}, call=lambda f, a, shift: f(a - shift)),
+    ],
+)
+
+
+def _slogdet_sign_forward(a):
+    _square("linalg.slogdet", a)
+    sign, _ = _lapack("linalg.slogdet", np.linalg.slogdet, a)
+    return np.asarray(sign, dtype=a.dtype), (), (), ()
+
+
+slogdet_sign = defop(
+    "_slogdet_sign",
+    _slogdet_sign_forward,
+    functions=(),
+    cases=[Case(((3, 3),))],
+)
+
+import collections  # noqa: E402
+
+SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
+
+
+def _slogdet(apply, A):
+    """(sign, log|det A|): the sign carries no gradient, as torch's."""
+    return SlogdetResult(apply(slogdet_sign, A), apply(logabsdet, A))
+
+
+slogdet = defcomposite(
+    "slogdet",
+    _slogdet,
+    [Case(((3, 3),), {"shift": "eye(3)"}, call=lambda f, a, shift: f(a + shift).logabsdet)],
+    methods=("slogdet",),
+    linalg=("slogdet",),
+)
+cholesky = defop(
+    "cholesky",
+    _cholesky_forward,
+    square_backward,
+    methods=("cholesky",),
+    linalg=("cholesky",),
+    node_name="LinalgCholeskyExBackward0",
+    cases=[
+        Case(((3, 3),), {"shift": "eye(3)"}, call=_spd),
+        Case(((2, 4, 4),), {"shift": "eye(4)"}, call=_spd),
+    ],
+)
+
+
+def _solve_forward(a, b, left=True):
+    if not left:
+        raise NotImplementedError("linalg.solve(left=False) is not supported")
+    B, n = _square("linalg.solve", a)
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    bb = b[..., None] if vector else b
+    if bb.shape[:-2] != a.shape[:-2] or bb.shape[-2] != n:
+        raise RuntimeError(
+            f"linalg.solve(): incompatible shapes: A {tuple(a.shape)} and B {tuple(b.shape)} "
+            "(batch dims must match; broadcasting them is not supported)"
+        )
+    x = _lapack("linalg.solve", np.linalg.solve, a, bb)
+    k = bb.shape[-1]
+    return (x[..., 0] if vector else x), (a, x), (B, n, k), ()
+
+
+@kernel
+def solve_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # X = A^-1 B: grad_B = A^-T grad, grad_A = -grad_B X^T
+    B, n, k = ip[0], ip[1], ip[2]
+    nn, nk = n * n, n * k
+    a = saved(V, so, sa, 0, B * nn)
+    x = saved(V, so, sa, 1, B * nk)
+    g = view(G, go[0], B * nk)
+    for b in range(B):
+        ab = np.ascontiguousarray(a[b * nn : (b + 1) * nn].reshape((n, n)).T)
+        gb = np.ascontiguousarray(g[b * nk : (b + 1) * nk].reshape((n, k)))
+        gB = np.ascontiguousarray(np.linalg.solve(ab, gb))  # LAPACK returns Fortran order
+        if gi[1] >= 0:
+            grad_b = view(G, gi[1] + b * nk, nk)
+            grad_b += gB.reshape(nk)
+        if gi[0] >= 0:
+            xb = x[b * nk : (b + 1) * nk].reshape((n, k))
+            grad_a = view(G, gi[0] + b * nn, nn)
+            grad_a -= np.dot(gB, xb.T).reshape(nn)
+
+
+solve = defop(
+    "solve",
+    _solve_forward,
+    solve_backward,
+    nin=2,
+    functions=(),
+    linalg=("solve",),
+    node_name="LinalgSolveExBackward0",
+    cases=[
+        Case(((3, 3), (3, 2)), {"shift": "eye(3)"}, call=lambda f, a, b, shift: f(a + shift, b)),
+        Case(((3, 3), (3,)), {"shift": "eye(3)"}, call=lambda f, a, b, shift: f(a + shift, b)),
+        Case(
+            ((2, 3, 3), (2, 3, 4)), {"shift": "eye(3)"}, call=lambda f, a, b, shift: f(a + shift, b)
+        ),
+    ],
+)
+
+# ---------------------------------------------------------------------------------------------
+# einsum and trace, written with permute / diagonal / sum / expand / reshape / matmul
+
+import string  # noqa: E402
+
+from .index import diagonal as _diagonal  # noqa: E402
+from .index import expand as _expand  # noqa: E402
+from .reduce import sum_ as _sum  # noqa: E402
+from .shape import permute as _permute  # noqa: E402
+from .shape import reshape as _reshape  # noqa: E402
+
+
+def _parse_einsum(equation, shapes):
+    """Terms (one string of single-letter indices per operand) and the output term, with
+    ``...`` replaced by letters of their own (upper case, so they sort first as torch's do)."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(shapes):
+        raise ValueError(
+            f"einsum(): {len(terms)} operands in the equation but {len(shapes)} were given"
+        )
+    used = set(eq) - set(".,->")
+    spare = [c for c in string.ascii_uppercase if c not in used]
+    n_ell = max(
+        (len(s) - (len(t) - 3) for t, s in zip(terms, shapes, strict=True) if "..." in t), default=0
+    )
+    ell = "".join(spare[:n_ell])
+    out_terms = []
+    for t, s in zip(terms, shapes, strict=True):
+        if "..." in t:
+            k = len(s) - (len(t) - 3)
+            t = t.replace("...", ell[n_ell - k :] if k else "")
+        if len(t) != len(s) or not all(c.isalpha() for c in t):
+            raise ValueError(
+                f"einsum(): the term {t!r} does not match an operand of {len(s)} dimensions"
+            )
+        out_terms.append(t)
+    if arrow:
+        out = rhs.replace("...", ell)
+    else:  # implicit: the broadcast dims, then the indices that appear once, sorted
+        counts = {}
+        for t in out_terms:
+            for c in t:
+                counts[c] = counts.get(c, 0) + 1
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    for c in out:
+        if not any(c in t for t in out_terms):
+            raise ValueError(f"einsum(): output subscript {c} does not appear in the inputs")
+    return out_terms, out
+
+
+def _einsum(apply, equation, *operands):
+    """torch.einsum: every contraction, as diagonals, sums, and batched matrix products."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    terms, out = _parse_einsum(equation, [tuple(o.shape) for o in operands])
+    sizes = {}
+    for t, o in zip(terms, operands, strict=True):
+        for c, s in zip(t, o.shape, strict=True):
+            if sizes.get(c, 1) != s and s != 1 and sizes.get(c, 1) != 1:
+                raise RuntimeError(
+                    f"einsum(): subscript {c} has size {s} for operand with shape "
+                    f"{tuple(o.shape)}, which does not broadcast with size {sizes[c]}"
+                )
+            sizes[c] = max(sizes.get(c, 1), s)
+    items = []
+    for idx, (t, x) in enumerate(zip(terms, operands, strict=True)):
+        # repeated index within one term: its diagonal (numpy puts it last)
+        while len(set(t)) < len(t):
+            c = next(c for c in t if t.count(c) > 1)
+            i = t.index(c)
+            j = t.index(c, i + 1)
+            x = apply(_diagonal, x, offset=0, dim1=i, dim2=j)
+            t = t[:i] + t[i + 1 : j] + t[j + 1 :] + c
+        # indices no other operand nor the output uses: sum them now
+        others = out + "".join(terms[:idx] + terms[idx + 1 :])
+        lone = [i for i, c in enumerate(t) if c not in others]
+        if lone:
+            x = apply(_sum, x, dim=tuple(lone))
+            t = "".join(c for c in t if c in others)
+        items.append((t, x))
+    t, x = items[0]
+    for k in range(1, len(items)):
+        u, y = items[k]
+        later = out + "".join(s for s, _ in items[k + 1 :])
+        batch = [c for c in t if c in u and c in later]
+        contract = [c for c in t if c in u and c not in later]
+        x_only = [c for c in t if c not in u]
+        y_only = [c for c in u if c not in t]
+        x = _arrange(apply, x, t, batch + x_only + contract, sizes, len(batch))
+        y = _arrange(apply, y, u, batch + contract + y_only, sizes, len(batch))
+        xs, ys, nb = tuple(x.shape), tuple(y.shape), len(batch)
+        Bsz = int(np.prod(xs[:nb]))
+        M = int(np.prod(xs[nb : nb + len(x_only)]))
+        K = int(np.prod(xs[nb + len(x_only) :]))
+        x = apply(_reshape, x, shape=(Bsz, M, K))
+        y = apply(_reshape, y, shape=(Bsz, K, -1))
+        r = apply(matmul, x, y)
+        t = "".join(batch + x_only + y_only)
+        x = apply(_reshape, r, shape=xs[: nb + len(x_only)] + ys[nb + len(contract) :])
+    if len(items) == 1 and len(t) > len(out):  # indices summed away at the end
+        x = apply(_sum, x, dim=tuple(i for i, c in enumerate(t) if c not in out))
+        t = "".join(c for c in t if c in out)
+    if t != out:
+        x = apply(_permute, x, dims=tuple(t.index(c) for c in out))
+    return x
+
+
+def _arrange(apply, x, term, order, sizes, nbatch):
+    """x (indices ``term``) permuted to ``order``, its batch dims broadcast to full size."""
+    if list(term) != order:
+        x = apply(_permute, x, dims=tuple(term.index(c) for c in order))
+    shape = tuple(x.shape)
+    full = tuple(sizes[c] if i < nbatch else shape[i] for i, c in enumerate(order))
+    if full != shape:
+        x = apply(_expand, x, size=full)
+    return x
+
+
+einsum = defcomposite(
+    "einsum",
+    lambda apply, equation, *operands: _einsum(apply, equation, *operands),
+    [
+        Case(
+            ((3, 4), (4, 5)),
+            {"equation": "ij,jk->ik"},
+            call=lambda f, a, b, equation: f(equation, a, b),
+        ),
+        Case(
+            ((2, 3, 4), (2, 4, 5)),
+            {"equation": "bij,bjk->bik"},
+            call=lambda f, a, b, equation: f(equation, a, b),
+        ),
+        Case(
+            ((3, 4), (4,)), {"equation": "ij,j"}, call=lambda f, a, b, equation: f(equation, a, b)
+        ),
+        Case(((4, 4),), {"equation": "ii->i"}, call=lambda f, a, equation: f(equation, a)),
+        Case(((4, 4),), {"equation": "ii"}, call=lambda f, a, equation: f(equation, a)),
+        Case(((2, 3, 4),), {"equation": "abc->cb"}, call=lambda f, a, equation: f(equation, a)),
+        Case(
+            ((3,), (4,)), {"equation": "i,j->ij"}, call=lambda f, a, b, equation: f(equation, a, b)
+        ),
+        Case(
+            ((2, 3), (3, 4), (4, 2)),
+            {"equation": "ij,jk,kl->il"},
+            call=lambda f, a, b, c, equation: f(equation, a, b, c),
+        ),
+        Case(
+            ((2, 1, 3), (4, 3)),
+            {"equation": "...ij,kj->...ik"},
+            call=lambda f, a, b, equation: f(equation, a, b),
+        ),
+        Case(
+            ((3, 4), (3, 4)),
+            {"equation": "ij,ij->"},
+            call=lambda f, a, b, equation: f(equation, a, b),
+        ),
+    ],
+)
+
+
+def _trace(apply, input):
+    if input.ndim != 2:
+        raise RuntimeError(f"trace(): expected a matrix, but got tensor with dim {input.ndim}")
+    return apply(_sum, apply(_diagonal, input))
+
+
+trace = defcomposite("trace", _trace, [Case(((3, 3),)), Case(((3, 5),))], methods=("trace",))

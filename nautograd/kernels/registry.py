@@ -98,6 +98,25 @@ def defcomposite(name, fn, cases, **kw):
     return op
 
 
+def run_case(op, case, apply, inputs, kwargs):
+    """Call ``op`` on a case's inputs (tensors or numbers) and kwargs, as the op's public
+    function is called: the one convention the op-table tests and ``warmup`` share."""
+    args = (inputs,) if op.nin == -1 else inputs
+    if op.composite:
+
+        def f(*a, **k):
+            return op.api(apply, *a, **k)
+
+    else:
+
+        def f(*a, **k):
+            return apply(op, *a, **k)
+
+    if case.call is not None:
+        return case.call(f, *args, **kwargs)
+    return f(*args, **kwargs)
+
+
 @dataclass
 class Case:
     """A test case: input shapes (or scalars), kwargs, and the domain values are drawn from."""
@@ -118,8 +137,8 @@ class Case:
         """numpy inputs (arrays, or the case's Python numbers) and kwargs for this case.
 
         A kwarg written ``"mask(3, 4)"`` becomes a random bool array of that shape;
-        ``"uniform(3)"``, ``"zeros(3)"``, ``"ones(3)"`` float arrays; ``"probs(3, 4)"`` rows of
-        probabilities (summing to 1 along the last dim).
+        ``"uniform(3)"``, ``"zeros(3)"``, ``"ones(3)"`` float arrays; ``"eye(3)"`` 3 times the
+        identity; ``"probs(3, 4)"`` rows of probabilities (summing to 1 along the last dim).
         """
         arrays = []
         for s in self.shapes:
@@ -140,6 +159,8 @@ class Case:
                     v = np.zeros(shape, dtype)
                 elif kind == "ones":
                     v = np.ones(shape, dtype)
+                elif kind == "eye":
+                    v = (3.0 * np.eye(shape[0])).astype(dtype)  # a well-conditioning shift
                 elif kind == "probs":
                     p = rng.uniform(0.1, 1.0, shape)
                     v = (p / p.sum(-1, keepdims=True)).astype(dtype)
