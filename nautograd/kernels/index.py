@@ -20,7 +20,7 @@ import numpy as np
 
 from ._jit import bcast_offsets, kernel, saved_index, view
 from ._shapes import binary_params, coalesce, wrap_dim
-from .registry import Case, attributes_of, defop
+from .registry import Case, attributes_of, defcomposite, defop
 
 # ---------------------------------------------------------------------------------------------
 # strided views
@@ -742,4 +742,75 @@ scatter_add = defop(
         Case(((3, 4), (2, 4)), {"dim": 0, "index": [[0, 2, 2, 1], [2, 2, 0, 0]]}),
         Case(((3, 4), (3, 2)), {"dim": 1, "index": [[0, 0], [3, 1], [2, 2]]}),
     ],
+)
+
+# ---------------------------------------------------------------------------------------------
+# split / chunk / unflatten: composites of narrow and reshape
+
+
+def _split(apply, tensor, split_size_or_sections, dim=0):
+    d = wrap_dim("split", dim, max(tensor.ndim, 1))
+    size = tensor.shape[d]
+    if isinstance(split_size_or_sections, numbers.Integral):
+        step = int(split_size_or_sections)
+        if step <= 0 and size:
+            raise RuntimeError(f"split(): split_size must be positive, got {step}")
+        sections = [min(step, size - s) for s in range(0, size, step)] if size else [0]
+    else:
+        sections = [int(s) for s in split_size_or_sections]
+        if sum(sections) != size or any(s < 0 for s in sections):
+            raise RuntimeError(
+                f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
+                f"size at dimension {d}), but got split_sizes={sections}"
+            )
+    out, start = [], 0
+    for s in sections:
+        out.append(apply(narrow, tensor, dim=d, start=start, length=s))
+        start += s
+    return tuple(out)
+
+
+def _chunk(apply, input, chunks, dim=0):
+    if chunks <= 0:
+        raise RuntimeError(f"chunk(): chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = wrap_dim("chunk", dim, max(input.ndim, 1))
+    size = input.shape[d]
+    return _split(apply, input, max(-(-size // chunks), 1), d)
+
+
+def _unflatten(apply, input, dim, sizes):
+    from .shape import reshape
+
+    d = wrap_dim("unflatten", dim, max(input.ndim, 1))
+    shape = tuple(input.shape)
+    sizes = tuple(int(s) for s in sizes)
+    known = int(np.prod([s for s in sizes if s != -1]))
+    if sizes.count(-1) > 1 or (-1 not in sizes and known != shape[d]):
+        raise RuntimeError(
+            f"unflatten(): Provided sizes {list(sizes)} don't multiply up to the size of dim "
+            f"{dim} ({shape[d]}) in the input tensor"
+        )
+    return apply(reshape, input, shape=shape[:d] + sizes + shape[d + 1 :])
+
+
+split = defcomposite(
+    "split",
+    _split,
+    [
+        Case(((5, 4),), {"split_size_or_sections": 2}),
+        Case(((5, 4),), {"split_size_or_sections": (1, 3), "dim": 1}),
+    ],
+    methods=("split",),
+)
+chunk = defcomposite(
+    "chunk",
+    _chunk,
+    [Case(((5, 4),), {"chunks": 2}), Case(((3, 7),), {"chunks": 3, "dim": -1})],
+    methods=("chunk",),
+)
+unflatten = defcomposite(
+    "unflatten",
+    _unflatten,
+    [Case(((2, 12),), {"dim": 1, "sizes": (3, -1)}), Case(((6,),), {"dim": 0, "sizes": (2, 3)})],
+    methods=("unflatten",),
 )
