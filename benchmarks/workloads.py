@@ -32,8 +32,13 @@ def scalar_dag_plan(n_ops=10_000, n_leaves=100, seed=0):
     return plan
 
 
+def scalar_dag_values(n_leaves=100, seed=1):
+    """The leaves' values, shared by every library's version of the workload."""
+    return np.random.default_rng(seed).uniform(-1, 1, n_leaves)
+
+
 def scalar_dag_leaves(lib, n_leaves=100, seed=1):
-    vals = np.random.default_rng(seed).uniform(-1, 1, n_leaves)
+    vals = scalar_dag_values(n_leaves, seed)
     return [lib.tensor(float(v), dtype=lib.float64, requires_grad=True) for v in vals]
 
 
@@ -58,11 +63,15 @@ def scalar_dag_forward(lib, leaves, plan):
 # 2. RNN chain: h = tanh(W @ h + x_t), T steps, hidden H, float64; loss = (h * h).sum()
 
 
-def rnn_inputs(lib, T=1000, H=32, seed=2):
+def rnn_arrays(T=1000, H=32, seed=2):
+    """(W (H, H), xs (T, H)) as numpy arrays, shared by every library's version."""
     rng = np.random.default_rng(seed)
-    W = lib.tensor(rng.standard_normal((H, H)) / np.sqrt(H), requires_grad=True)
-    xs = [lib.tensor(x) for x in rng.standard_normal((T, H)) * 0.1]
-    return W, xs
+    return rng.standard_normal((H, H)) / np.sqrt(H), rng.standard_normal((T, H)) * 0.1
+
+
+def rnn_inputs(lib, T=1000, H=32, seed=2):
+    W, xs = rnn_arrays(T, H, seed)
+    return lib.tensor(W, requires_grad=True), [lib.tensor(x) for x in xs]
 
 
 def rnn_loss(lib, W, xs):
@@ -77,19 +86,21 @@ def rnn_loss(lib, W, xs):
 #    -(onehot * log_softmax(h, 1)).sum(1).mean(), backward, SGD update
 
 
-def mlp_inputs(lib, batch=128, sizes=(784, 256, 256, 10), seed=3):
+def mlp_arrays(batch=128, sizes=(784, 256, 256, 10), seed=3):
+    """(params [W, b, ...], x, onehot) as float32 numpy arrays, shared by every library."""
     rng = np.random.default_rng(seed)
     params = []
     for a, b in zip(sizes[:-1], sizes[1:], strict=True):
         W = rng.standard_normal((a, b)).astype(np.float32) / np.float32(np.sqrt(a))
-        params += [
-            lib.tensor(W, requires_grad=True),
-            lib.tensor(np.zeros(b, np.float32), requires_grad=True),
-        ]
-    x = lib.tensor(rng.standard_normal((batch, sizes[0])).astype(np.float32))
+        params += [W, np.zeros(b, np.float32)]
+    x = rng.standard_normal((batch, sizes[0])).astype(np.float32)
     labels = rng.integers(0, sizes[-1], batch)
-    onehot = lib.tensor(np.eye(sizes[-1], dtype=np.float32)[labels])
-    return params, x, onehot
+    return params, x, np.eye(sizes[-1], dtype=np.float32)[labels]
+
+
+def mlp_inputs(lib, batch=128, sizes=(784, 256, 256, 10), seed=3):
+    params, x, onehot = mlp_arrays(batch, sizes, seed)
+    return [lib.tensor(p, requires_grad=True) for p in params], lib.tensor(x), lib.tensor(onehot)
 
 
 def mlp_step(lib, params, x, onehot, lr=0.01):
@@ -138,7 +149,7 @@ def jax_scalar_dag_fn(jax, plan):
 
 
 def jax_scalar_dag_leaves(jax, n_leaves=100, seed=1):
-    vals = np.random.default_rng(seed).uniform(-1, 1, n_leaves)
+    vals = scalar_dag_values(n_leaves, seed)
     return [jax.numpy.asarray(float(v), dtype=jax.numpy.float64) for v in vals]
 
 
@@ -156,10 +167,8 @@ def jax_rnn_step_fn(jax):
 
 
 def jax_rnn_inputs(jax, T=1000, H=32, seed=2):
-    rng = np.random.default_rng(seed)
-    W = jax.numpy.asarray(rng.standard_normal((H, H)) / np.sqrt(H))
-    xs = jax.numpy.asarray(rng.standard_normal((T, H)) * 0.1)
-    return W, xs
+    W, xs = rnn_arrays(T, H, seed)
+    return jax.numpy.asarray(W), jax.numpy.asarray(xs)
 
 
 def jax_mlp_step_fn(jax, lr=0.01):
@@ -182,12 +191,6 @@ def jax_mlp_step_fn(jax, lr=0.01):
 
 
 def jax_mlp_inputs(jax, batch=128, sizes=(784, 256, 256, 10), seed=3):
-    rng = np.random.default_rng(seed)
-    params = []
-    for a, b in zip(sizes[:-1], sizes[1:], strict=True):
-        W = rng.standard_normal((a, b)).astype(np.float32) / np.float32(np.sqrt(a))
-        params += [jax.numpy.asarray(W), jax.numpy.zeros(b, jax.numpy.float32)]
-    x = jax.numpy.asarray(rng.standard_normal((batch, sizes[0])).astype(np.float32))
-    labels = rng.integers(0, sizes[-1], batch)
-    onehot = jax.numpy.asarray(np.eye(sizes[-1], dtype=np.float32)[labels])
-    return params, x, onehot
+    params, x, onehot = mlp_arrays(batch, sizes, seed)
+    asarray = jax.numpy.asarray
+    return [asarray(p) for p in params], asarray(x), asarray(onehot)
