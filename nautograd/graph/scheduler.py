@@ -198,7 +198,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 9ac7a246eb1de269
+# sources hash: 27e13e61b665f463
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # neg
@@ -249,44 +249,44 @@ _k51 = _OPS[50].backward  # triu
 _k52 = _OPS[51].backward  # diag
 _k53 = _OPS[52].backward  # pad
 _k54 = _OPS[53].backward  # scatter_add
-_k55 = _OPS[54].backward  # matmul
-_k56 = _OPS[55].backward  # mm
-_k57 = _OPS[56].backward  # bmm
-_k58 = _OPS[57].backward  # mv
-_k59 = _OPS[58].backward  # dot
-_k60 = _OPS[59].backward  # outer
-_k61 = _OPS[60].backward  # inverse
-_k62 = _OPS[61].backward  # det
-_k63 = _OPS[62].backward  # _logabsdet
-_k65 = _OPS[64].backward  # cholesky
-_k66 = _OPS[65].backward  # solve
-_k67 = _OPS[66].backward  # sum
-_k68 = _OPS[67].backward  # mean
-_k69 = _OPS[68].backward  # prod
-_k70 = _OPS[69].backward  # amax
-_k71 = _OPS[70].backward  # amin
-_k72 = _OPS[71].backward  # var
-_k73 = _OPS[72].backward  # std
-_k74 = _OPS[73].backward  # vector_norm
-_k75 = _OPS[74].backward  # norm
-_k76 = _OPS[75].backward  # _take_flat
-_k77 = _OPS[76].backward  # cumsum
-_k78 = _OPS[77].backward  # cumprod
-_k79 = _OPS[78].backward  # logcumsumexp
-_k82 = _OPS[81].backward  # max
-_k83 = _OPS[82].backward  # min
-_k87 = _OPS[86].backward  # reshape
-_k88 = _OPS[87].backward  # view
-_k89 = _OPS[88].backward  # flatten
-_k90 = _OPS[89].backward  # unsqueeze
-_k91 = _OPS[90].backward  # squeeze
-_k92 = _OPS[91].backward  # permute
-_k93 = _OPS[92].backward  # transpose
-_k94 = _OPS[93].backward  # t
-_k95 = _OPS[94].backward  # cat
-_k96 = _OPS[95].backward  # stack
-_k97 = _OPS[96].backward  # unbind
-_k98 = _OPS[97].backward  # select
+_k55 = _OPS[54].backward  # sum
+_k56 = _OPS[55].backward  # mean
+_k57 = _OPS[56].backward  # prod
+_k58 = _OPS[57].backward  # amax
+_k59 = _OPS[58].backward  # amin
+_k60 = _OPS[59].backward  # var
+_k61 = _OPS[60].backward  # std
+_k62 = _OPS[61].backward  # vector_norm
+_k63 = _OPS[62].backward  # norm
+_k64 = _OPS[63].backward  # _take_flat
+_k65 = _OPS[64].backward  # cumsum
+_k66 = _OPS[65].backward  # cumprod
+_k67 = _OPS[66].backward  # logcumsumexp
+_k70 = _OPS[69].backward  # max
+_k71 = _OPS[70].backward  # min
+_k75 = _OPS[74].backward  # reshape
+_k76 = _OPS[75].backward  # view
+_k77 = _OPS[76].backward  # flatten
+_k78 = _OPS[77].backward  # unsqueeze
+_k79 = _OPS[78].backward  # squeeze
+_k80 = _OPS[79].backward  # permute
+_k81 = _OPS[80].backward  # transpose
+_k82 = _OPS[81].backward  # t
+_k83 = _OPS[82].backward  # cat
+_k84 = _OPS[83].backward  # stack
+_k85 = _OPS[84].backward  # unbind
+_k86 = _OPS[85].backward  # select
+_k87 = _OPS[86].backward  # matmul
+_k88 = _OPS[87].backward  # mm
+_k89 = _OPS[88].backward  # bmm
+_k90 = _OPS[89].backward  # mv
+_k91 = _OPS[90].backward  # dot
+_k92 = _OPS[91].backward  # outer
+_k93 = _OPS[92].backward  # inverse
+_k94 = _OPS[93].backward  # det
+_k95 = _OPS[94].backward  # _logabsdet
+_k97 = _OPS[96].backward  # cholesky
+_k98 = _OPS[97].backward  # solve
 _k99 = _OPS[98].backward  # softmax
 _k100 = _OPS[99].backward  # log_softmax
 _k101 = _OPS[100].backward  # logsumexp
@@ -615,6 +615,11 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k63(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k63(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 64:
+        if f32:
+            _k64(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k64(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 65:
         if f32:
             _k65(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -630,16 +635,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k67(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k67(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 68:
-        if f32:
-            _k68(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k68(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 69:
-        if f32:
-            _k69(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k69(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 70:
         if f32:
             _k70(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -650,21 +645,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k71(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k71(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 72:
-        if f32:
-            _k72(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k72(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 73:
-        if f32:
-            _k73(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k73(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 74:
-        if f32:
-            _k74(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k74(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 75:
         if f32:
             _k75(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -690,6 +670,16 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k79(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k79(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 80:
+        if f32:
+            _k80(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k80(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 81:
+        if f32:
+            _k81(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k81(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 82:
         if f32:
             _k82(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -700,6 +690,21 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k83(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k83(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 84:
+        if f32:
+            _k84(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k84(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 85:
+        if f32:
+            _k85(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k85(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 86:
+        if f32:
+            _k86(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k86(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 87:
         if f32:
             _k87(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -745,11 +750,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k95(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k95(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 96:
-        if f32:
-            _k96(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k96(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 97:
         if f32:
             _k97(G32, G64, go, gi, V32, so, sa, ip, fp)

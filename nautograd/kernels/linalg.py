@@ -5,16 +5,38 @@ Products run through BLAS (numpy forward; Numba's ``np.dot`` backward, one 2-D p
 batch item); factorizations through LAPACK (numpy forward, Numba's ``np.linalg`` backward).
 """
 
+import collections
+import string
+
 import numba
 import numpy as np
 
 from ._jit import bcast_offsets, kernel, saved, view
 from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
+from .index import diagonal as _diagonal
+from .index import expand as _expand
+from .reduce import sum_ as _sum
 from .registry import Case, defcomposite, defop
+from .shape import permute as _permute
+from .shape import reshape as _reshape
+
+_DIMS = {}
 
 
 def _mm_dims(op, xs, ys):
-    """(batch shape, m, k, n, x batch shape, y batch shape) of x @ y, torch's rules."""
+    """(batch shape, m, k, n, x batch shape, y batch shape) of x @ y, torch's rules.
+
+    Cached per (op, shapes): uncached it cost 1.6 us of the RNN step's ~15 us per op."""
+    key = (op, xs, ys)
+    hit = _DIMS.get(key)
+    if hit is None:
+        if len(_DIMS) > 4096:
+            _DIMS.clear()
+        hit = _DIMS[key] = _mm_dims_uncached(op, xs, ys)
+    return hit
+
+
+def _mm_dims_uncached(op, xs, ys):
     if not xs or not ys:
         raise RuntimeError(
             f"{op}(): both arguments need at least 1 dimension, got shapes {tuple(xs)} and "
@@ -338,8 +360,6 @@ slogdet_sign = defop(
     cases=[Case(((3, 3),))],
 )
 
-import collections  # noqa: E402
-
 SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
 
 
@@ -425,14 +445,6 @@ solve = defop(
 
 # ---------------------------------------------------------------------------------------------
 # einsum and trace, written with permute / diagonal / sum / expand / reshape / matmul
-
-import string  # noqa: E402
-
-from .index import diagonal as _diagonal  # noqa: E402
-from .index import expand as _expand  # noqa: E402
-from .reduce import sum_ as _sum  # noqa: E402
-from .shape import permute as _permute  # noqa: E402
-from .shape import reshape as _reshape  # noqa: E402
 
 
 def _parse_einsum(equation, shapes):
