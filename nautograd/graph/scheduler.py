@@ -198,134 +198,134 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 27e13e61b665f463
+# sources hash: 295d0eea47649200
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
-_k1 = _OPS[0].backward  # neg
-_k2 = _OPS[1].backward  # abs
-_k3 = _OPS[2].backward  # sqrt
-_k4 = _OPS[3].backward  # exp
-_k5 = _OPS[4].backward  # log
-_k6 = _OPS[5].backward  # log1p
-_k7 = _OPS[6].backward  # expm1
-_k8 = _OPS[7].backward  # sin
-_k9 = _OPS[8].backward  # cos
-_k10 = _OPS[9].backward  # tanh
-_k11 = _OPS[10].backward  # sigmoid
-_k12 = _OPS[11].backward  # relu
-_k13 = _OPS[12].backward  # softplus
-_k14 = _OPS[13].backward  # pow_scalar
-_k15 = _OPS[14].backward  # rpow
-_k16 = _OPS[15].backward  # clamp
-_k17 = _OPS[16].backward  # mul
-_k18 = _OPS[17].backward  # div
-_k19 = _OPS[18].backward  # pow
-_k20 = _OPS[19].backward  # maximum
-_k21 = _OPS[20].backward  # minimum
-_k22 = _OPS[21].backward  # add
-_k23 = _OPS[22].backward  # sub
-_k24 = _OPS[23].backward  # where
-_k25 = _OPS[24].backward  # _to_copy
-_k26 = _OPS[25].backward  # clone
-_k33 = _OPS[32].backward  # _index_view
-_k34 = _OPS[33].backward  # _index_take
-_k35 = _OPS[34].backward  # expand
-_k36 = _OPS[35].backward  # broadcast_to
-_k37 = _OPS[36].backward  # flip
-_k38 = _OPS[37].backward  # narrow
-_k39 = _OPS[38].backward  # diagonal
-_k40 = _OPS[39].backward  # movedim
-_k41 = _OPS[40].backward  # unfold
-_k42 = _OPS[41].backward  # _windows
-_k43 = _OPS[42].backward  # roll
-_k44 = _OPS[43].backward  # repeat
-_k45 = _OPS[44].backward  # tile
-_k46 = _OPS[45].backward  # index_select
-_k47 = _OPS[46].backward  # gather
-_k48 = _OPS[47].backward  # take_along_dim
-_k49 = _OPS[48].backward  # masked_fill
-_k50 = _OPS[49].backward  # tril
-_k51 = _OPS[50].backward  # triu
-_k52 = _OPS[51].backward  # diag
-_k53 = _OPS[52].backward  # pad
-_k54 = _OPS[53].backward  # scatter_add
-_k55 = _OPS[54].backward  # sum
-_k56 = _OPS[55].backward  # mean
-_k57 = _OPS[56].backward  # prod
-_k58 = _OPS[57].backward  # amax
-_k59 = _OPS[58].backward  # amin
-_k60 = _OPS[59].backward  # var
-_k61 = _OPS[60].backward  # std
-_k62 = _OPS[61].backward  # vector_norm
-_k63 = _OPS[62].backward  # norm
-_k64 = _OPS[63].backward  # _take_flat
-_k65 = _OPS[64].backward  # cumsum
-_k66 = _OPS[65].backward  # cumprod
-_k67 = _OPS[66].backward  # logcumsumexp
-_k70 = _OPS[69].backward  # max
-_k71 = _OPS[70].backward  # min
-_k75 = _OPS[74].backward  # reshape
-_k76 = _OPS[75].backward  # view
-_k77 = _OPS[76].backward  # flatten
-_k78 = _OPS[77].backward  # unsqueeze
-_k79 = _OPS[78].backward  # squeeze
-_k80 = _OPS[79].backward  # permute
-_k81 = _OPS[80].backward  # transpose
-_k82 = _OPS[81].backward  # t
-_k83 = _OPS[82].backward  # cat
-_k84 = _OPS[83].backward  # stack
-_k85 = _OPS[84].backward  # unbind
-_k86 = _OPS[85].backward  # select
-_k87 = _OPS[86].backward  # matmul
-_k88 = _OPS[87].backward  # mm
-_k89 = _OPS[88].backward  # bmm
-_k90 = _OPS[89].backward  # mv
-_k91 = _OPS[90].backward  # dot
-_k92 = _OPS[91].backward  # outer
-_k93 = _OPS[92].backward  # inverse
-_k94 = _OPS[93].backward  # det
-_k95 = _OPS[94].backward  # _logabsdet
-_k97 = _OPS[96].backward  # cholesky
-_k98 = _OPS[97].backward  # solve
-_k99 = _OPS[98].backward  # softmax
-_k100 = _OPS[99].backward  # log_softmax
-_k101 = _OPS[100].backward  # logsumexp
-_k103 = _OPS[102].backward  # reciprocal
-_k104 = _OPS[103].backward  # rsqrt
-_k105 = _OPS[104].backward  # square
-_k106 = _OPS[105].backward  # exp2
-_k107 = _OPS[106].backward  # log2
-_k108 = _OPS[107].backward  # log10
-_k109 = _OPS[108].backward  # tan
-_k110 = _OPS[109].backward  # asin
-_k111 = _OPS[110].backward  # acos
-_k112 = _OPS[111].backward  # atan
-_k113 = _OPS[112].backward  # sinh
-_k114 = _OPS[113].backward  # cosh
-_k115 = _OPS[114].backward  # asinh
-_k116 = _OPS[115].backward  # acosh
-_k117 = _OPS[116].backward  # atanh
-_k118 = _OPS[117].backward  # erf
-_k119 = _OPS[118].backward  # erfc
-_k120 = _OPS[119].backward  # gelu
-_k121 = _OPS[120].backward  # silu
-_k122 = _OPS[121].backward  # elu
-_k123 = _OPS[122].backward  # leaky_relu
-_k124 = _OPS[123].backward  # hardtanh
-_k125 = _OPS[124].backward  # nan_to_num
-_k126 = _OPS[125].backward  # sign
-_k127 = _OPS[126].backward  # floor
-_k128 = _OPS[127].backward  # ceil
-_k129 = _OPS[128].backward  # trunc
-_k130 = _OPS[129].backward  # round
-_k131 = _OPS[130].backward  # atan2
-_k132 = _OPS[131].backward  # logaddexp
-_k133 = _OPS[132].backward  # hypot
-_k134 = _OPS[133].backward  # fmod
-_k135 = _OPS[134].backward  # remainder
-_k136 = _OPS[135].backward  # lerp
-_k137 = _OPS[136].backward  # addcmul
-_k138 = _OPS[137].backward  # addcdiv
+_k1 = _OPS[0].backward  # mul
+_k2 = _OPS[1].backward  # div
+_k3 = _OPS[2].backward  # maximum
+_k4 = _OPS[3].backward  # minimum
+_k5 = _OPS[4].backward  # add
+_k6 = _OPS[5].backward  # sub
+_k7 = _OPS[6].backward  # where
+_k8 = _OPS[7].backward  # _to_copy
+_k9 = _OPS[8].backward  # clone
+_k16 = _OPS[15].backward  # _index_view
+_k17 = _OPS[16].backward  # _index_take
+_k18 = _OPS[17].backward  # expand
+_k19 = _OPS[18].backward  # broadcast_to
+_k20 = _OPS[19].backward  # flip
+_k21 = _OPS[20].backward  # narrow
+_k22 = _OPS[21].backward  # diagonal
+_k23 = _OPS[22].backward  # movedim
+_k24 = _OPS[23].backward  # unfold
+_k25 = _OPS[24].backward  # _windows
+_k26 = _OPS[25].backward  # roll
+_k27 = _OPS[26].backward  # repeat
+_k28 = _OPS[27].backward  # tile
+_k29 = _OPS[28].backward  # index_select
+_k30 = _OPS[29].backward  # gather
+_k31 = _OPS[30].backward  # take_along_dim
+_k32 = _OPS[31].backward  # masked_fill
+_k33 = _OPS[32].backward  # tril
+_k34 = _OPS[33].backward  # triu
+_k35 = _OPS[34].backward  # diag
+_k36 = _OPS[35].backward  # pad
+_k37 = _OPS[36].backward  # scatter_add
+_k38 = _OPS[37].backward  # sum
+_k39 = _OPS[38].backward  # mean
+_k40 = _OPS[39].backward  # prod
+_k41 = _OPS[40].backward  # amax
+_k42 = _OPS[41].backward  # amin
+_k43 = _OPS[42].backward  # var
+_k44 = _OPS[43].backward  # std
+_k45 = _OPS[44].backward  # vector_norm
+_k46 = _OPS[45].backward  # norm
+_k47 = _OPS[46].backward  # _take_flat
+_k48 = _OPS[47].backward  # cumsum
+_k49 = _OPS[48].backward  # cumprod
+_k50 = _OPS[49].backward  # logcumsumexp
+_k53 = _OPS[52].backward  # max
+_k54 = _OPS[53].backward  # min
+_k58 = _OPS[57].backward  # reshape
+_k59 = _OPS[58].backward  # view
+_k60 = _OPS[59].backward  # flatten
+_k61 = _OPS[60].backward  # unsqueeze
+_k62 = _OPS[61].backward  # squeeze
+_k63 = _OPS[62].backward  # permute
+_k64 = _OPS[63].backward  # transpose
+_k65 = _OPS[64].backward  # t
+_k66 = _OPS[65].backward  # cat
+_k67 = _OPS[66].backward  # stack
+_k68 = _OPS[67].backward  # unbind
+_k69 = _OPS[68].backward  # select
+_k70 = _OPS[69].backward  # matmul
+_k71 = _OPS[70].backward  # mm
+_k72 = _OPS[71].backward  # bmm
+_k73 = _OPS[72].backward  # mv
+_k74 = _OPS[73].backward  # dot
+_k75 = _OPS[74].backward  # outer
+_k76 = _OPS[75].backward  # inverse
+_k77 = _OPS[76].backward  # det
+_k78 = _OPS[77].backward  # _logabsdet
+_k80 = _OPS[79].backward  # cholesky
+_k81 = _OPS[80].backward  # solve
+_k82 = _OPS[81].backward  # softmax
+_k83 = _OPS[82].backward  # log_softmax
+_k84 = _OPS[83].backward  # logsumexp
+_k85 = _OPS[84].backward  # neg
+_k86 = _OPS[85].backward  # abs
+_k87 = _OPS[86].backward  # sqrt
+_k88 = _OPS[87].backward  # exp
+_k89 = _OPS[88].backward  # log
+_k90 = _OPS[89].backward  # log1p
+_k91 = _OPS[90].backward  # expm1
+_k92 = _OPS[91].backward  # sin
+_k93 = _OPS[92].backward  # cos
+_k94 = _OPS[93].backward  # tanh
+_k95 = _OPS[94].backward  # sigmoid
+_k96 = _OPS[95].backward  # relu
+_k97 = _OPS[96].backward  # softplus
+_k98 = _OPS[97].backward  # pow_scalar
+_k99 = _OPS[98].backward  # rpow
+_k100 = _OPS[99].backward  # pow
+_k101 = _OPS[100].backward  # clamp
+_k102 = _OPS[101].backward  # reciprocal
+_k103 = _OPS[102].backward  # rsqrt
+_k104 = _OPS[103].backward  # square
+_k105 = _OPS[104].backward  # exp2
+_k106 = _OPS[105].backward  # log2
+_k107 = _OPS[106].backward  # log10
+_k108 = _OPS[107].backward  # tan
+_k109 = _OPS[108].backward  # asin
+_k110 = _OPS[109].backward  # acos
+_k111 = _OPS[110].backward  # atan
+_k112 = _OPS[111].backward  # sinh
+_k113 = _OPS[112].backward  # cosh
+_k114 = _OPS[113].backward  # asinh
+_k115 = _OPS[114].backward  # acosh
+_k116 = _OPS[115].backward  # atanh
+_k117 = _OPS[116].backward  # erf
+_k118 = _OPS[117].backward  # erfc
+_k119 = _OPS[118].backward  # gelu
+_k120 = _OPS[119].backward  # silu
+_k121 = _OPS[120].backward  # elu
+_k122 = _OPS[121].backward  # leaky_relu
+_k123 = _OPS[122].backward  # hardtanh
+_k124 = _OPS[123].backward  # nan_to_num
+_k125 = _OPS[124].backward  # sign
+_k126 = _OPS[125].backward  # floor
+_k127 = _OPS[126].backward  # ceil
+_k128 = _OPS[127].backward  # trunc
+_k129 = _OPS[128].backward  # round
+_k130 = _OPS[129].backward  # atan2
+_k131 = _OPS[130].backward  # logaddexp
+_k132 = _OPS[131].backward  # hypot
+_k133 = _OPS[132].backward  # fmod
+_k134 = _OPS[133].backward  # remainder
+_k135 = _OPS[134].backward  # lerp
+_k136 = _OPS[135].backward  # addcmul
+_k137 = _OPS[136].backward  # addcdiv
 
 
 @numba.njit(inline="always")
@@ -375,36 +375,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k9(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k9(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 10:
-        if f32:
-            _k10(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k10(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 11:
-        if f32:
-            _k11(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k11(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 12:
-        if f32:
-            _k12(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k12(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 13:
-        if f32:
-            _k13(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k13(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 14:
-        if f32:
-            _k14(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k14(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 15:
-        if f32:
-            _k15(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k15(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 16:
         if f32:
             _k16(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -460,6 +430,36 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k26(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k26(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 27:
+        if f32:
+            _k27(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k27(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 28:
+        if f32:
+            _k28(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k28(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 29:
+        if f32:
+            _k29(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k29(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 30:
+        if f32:
+            _k30(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k30(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 31:
+        if f32:
+            _k31(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k31(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 32:
+        if f32:
+            _k32(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k32(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 33:
         if f32:
             _k33(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -550,16 +550,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k50(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k50(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 51:
-        if f32:
-            _k51(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k51(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 52:
-        if f32:
-            _k52(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k52(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 53:
         if f32:
             _k53(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -570,21 +560,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k54(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k54(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 55:
-        if f32:
-            _k55(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k55(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 56:
-        if f32:
-            _k56(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k56(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 57:
-        if f32:
-            _k57(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k57(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 58:
         if f32:
             _k58(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -635,6 +610,16 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k67(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k67(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 68:
+        if f32:
+            _k68(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k68(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 69:
+        if f32:
+            _k69(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k69(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 70:
         if f32:
             _k70(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -645,6 +630,21 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k71(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k71(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 72:
+        if f32:
+            _k72(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k72(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 73:
+        if f32:
+            _k73(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k73(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 74:
+        if f32:
+            _k74(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k74(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 75:
         if f32:
             _k75(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -665,11 +665,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k78(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k78(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 79:
-        if f32:
-            _k79(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k79(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 80:
         if f32:
             _k80(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -750,6 +745,11 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k95(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k95(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 96:
+        if f32:
+            _k96(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k96(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 97:
         if f32:
             _k97(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -775,6 +775,11 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k101(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k101(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 102:
+        if f32:
+            _k102(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k102(G64, G32, go, gi, V64, so, sa, ip, fp)
     elif op == 103:
         if f32:
             _k103(G32, G64, go, gi, V32, so, sa, ip, fp)
@@ -950,11 +955,6 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k137(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k137(G64, G32, go, gi, V64, so, sa, ip, fp)
-    elif op == 138:
-        if f32:
-            _k138(G32, G64, go, gi, V32, so, sa, ip, fp)
-        else:
-            _k138(G64, G32, go, gi, V64, so, sa, ip, fp)
 
 
 # END GENERATED DISPATCH

@@ -10,10 +10,11 @@ import numbers
 import numpy as np
 
 from .._random import generator
-from .elementwise import abs_, add, clamp, div, exp, log, log1p, mul, neg, relu, sqrt, sub, where
+from .elementwise import add, div, mul, sub, where
 from .index import gather, index_select, index_view, pad, windows
 from .linalg import matmul
 from .nn import log_softmax
+from .pointwise import abs_, clamp, exp, log, log1p, neg, relu, sqrt
 from .reduce import max_, mean, sum_, var
 from .registry import Case, defcomposite, defop
 from .shape import cat, permute, reshape, t

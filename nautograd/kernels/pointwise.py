@@ -1,4 +1,5 @@
-"""More elementwise ops: the math and activation vocabulary, three-operand ops, logical tests.
+"""Unary functions (math, activations, rounding), more binary ops, three-operand ops, and
+logical tests.
 
 Unary ops here share one backward kernel: ``grad_x += grad * d(code, x, result, p0, p1)``
 where ``code`` (ip[1]) selects the derivative formula in ``_d``. One kernel instead of one
@@ -7,6 +8,7 @@ kernel costs ~0.5 s per dtype, DESIGN-NOTES.md "Compile time").
 """
 
 import math
+import numbers
 
 import numba
 import numpy as np
@@ -19,9 +21,10 @@ from .registry import Case, attributes_of, defop
 
 # derivative formula codes (compile-time constants inside _d)
 (
-    RECIPROCAL, RSQRT, SQUARE, EXP2, LOG2, LOG10, TAN, ASIN, ACOS, ATAN, SINH, COSH, ASINH,
-    ACOSH, ATANH, ERF, ERFC, GELU, GELU_TANH, SILU, ELU, LEAKY_RELU, HARDTANH, FINITE, ZERO,
-) = range(25)  # fmt: skip
+    TANH, SOFTPLUS, EXP, RELU, SIGMOID, NEG, ABS, SQRT, LOG, LOG1P, EXPM1, SIN, COS, POW_SCALAR,
+    RPOW, CLAMP, RECIPROCAL, RSQRT, SQUARE, EXP2, LOG2, LOG10, TAN, ASIN, ACOS, ATAN, SINH, COSH,
+    ASINH, ACOSH, ATANH, ERF, ERFC, GELU, GELU_TANH, SILU, ELU, LEAKY_RELU, HARDTANH, FINITE, ZERO,
+) = range(41)  # fmt: skip
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
@@ -34,7 +37,52 @@ _GELU_C = 0.044715
 @numba.njit(inline="always")
 def _d(code, x, result, p0, p1):
     """d result / d x for the op ``code`` (p0, p1: the op's float attributes)."""
-    if code == RECIPROCAL:
+    if code == TANH:
+        return 1.0 - result * result
+    elif code == SOFTPLUS:
+        # p0 = beta, p1 = threshold; d/dx log1p(exp(beta x))/beta = sigmoid(beta x)
+        z = x * p0
+        if z > p1:
+            return 1.0
+        if z >= 0:
+            return 1.0 / (1.0 + math.exp(-z))
+        e = math.exp(z)
+        return e / (1.0 + e)
+    elif code == EXP:
+        return result
+    elif code == RELU:
+        # torch: threshold_backward(grad, result, 0): the gradient passes where result > 0
+        return 1.0 if result > 0 else 0.0
+    elif code == SIGMOID:
+        return result * (1.0 - result)
+    elif code == NEG:
+        return -1.0
+    elif code == ABS:
+        return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
+    elif code == SQRT:
+        return 0.5 / result
+    elif code == LOG:
+        return 1.0 / x
+    elif code == LOG1P:
+        return 1.0 / (1.0 + x)
+    elif code == EXPM1:
+        return result + 1.0
+    elif code == SIN:
+        return math.cos(x)
+    elif code == COS:
+        return -math.sin(x)
+    elif code == POW_SCALAR:
+        # d/dx x**c = c x**(c-1); torch gives exactly 0 for c == 0
+        if p0 == 0.0:
+            return 0.0
+        return p0 * x ** (p0 - 1.0)
+    elif code == RPOW:
+        # d/dy a**y = a**y log(a); p0 = a
+        return result * math.log(p0)
+    elif code == CLAMP:
+        # torch: the gradient passes where min <= x <= max (both ends inclusive)
+        return 1.0 if (x >= p0 and x <= p1) else 0.0
+    elif code == RECIPROCAL:
         return -result * result
     elif code == RSQRT:
         return -0.5 * result * result * result
@@ -126,6 +174,174 @@ def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None
         cases = [Case(((3, 4),), low=low, high=high), Case(((),), low=low, high=high)]
     kw.setdefault("methods", (name,))
     return defop(name, forward, unary_backward, cases=cases, **kw)
+
+
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+neg = _unary(
+    "neg", np.negative, NEG, dunders=("__neg__",), methods=("neg", "negative"), int_ok=True
+)
+abs_ = _unary("abs", np.abs, ABS, dunders=("__abs__",), int_ok=True)
+sqrt = _unary("sqrt", np.sqrt, SQRT, low=0.1, high=3.0)
+exp = _unary("exp", np.exp, EXP)
+log = _unary("log", np.log, LOG, low=0.1, high=3.0)
+log1p = _unary("log1p", np.log1p, LOG1P, low=-0.9, high=3.0)
+expm1 = _unary("expm1", np.expm1, EXPM1)
+sin = _unary("sin", np.sin, SIN)
+cos = _unary("cos", np.cos, COS)
+tanh = _unary("tanh", np.tanh, TANH, nn_functional=True)
+sigmoid = _unary("sigmoid", _sigmoid, SIGMOID, nn_functional=True)
+
+
+@numba.njit(cache=True, nogil=True)
+def _relu_loop(x):
+    # one vectorised pass; NaN passes through as in torch (np.maximum is ~5x slower here)
+    out = np.empty_like(x)
+    xf = x.reshape(-1)
+    of = out.reshape(-1)
+    zero = x.dtype.type(0)
+    for i in range(xf.size):
+        v = xf[i]
+        of[i] = zero if v <= zero else v
+    return out
+
+
+def _relu(x):
+    if x.size >= 4096 and x.dtype.kind == "f" and x.flags.c_contiguous:
+        return _relu_loop(x)
+    return np.maximum(x, x.dtype.type(0))
+
+
+relu = _unary("relu", _relu, RELU, nn_functional=True, int_ok=True)
+
+
+def _softplus_forward(x, beta=1.0, threshold=20.0):
+    # torch: log1p(exp(beta x)) / beta, and x itself where beta x > threshold
+    p = (float(beta), float(threshold))
+    if x.size == 1 and x.ndim == 0:  # one element: math is ~8x cheaper than 5 numpy calls
+        v = float(x)
+        z = v * beta
+        r = v if z > threshold else math.log1p(math.exp(z)) / beta
+        result = np.asarray(r, dtype=x.dtype)
+        return result, (x, result), _SOFTPLUS1, p
+    z = x * x.dtype.type(beta)
+    safe = np.minimum(z, x.dtype.type(threshold))
+    result = np.where(z > threshold, x, np.log1p(np.exp(safe)) / x.dtype.type(beta))
+    result = result.astype(x.dtype, copy=False)
+    return result, (x, result), (result.size, SOFTPLUS), p
+
+
+_SOFTPLUS1 = (1, SOFTPLUS)
+softplus = defop(
+    "softplus",
+    _softplus_forward,
+    unary_backward,
+    methods=(),
+    nn_functional=True,
+    cases=[
+        Case(((3, 4),), low=-25, high=25),
+        Case(((5,),), {"beta": 2.0, "threshold": 3.0}, low=-4, high=4),
+    ],
+)
+
+
+def _pow_scalar_forward(x, exponent):
+    c = float(exponent)
+    result = np.power(x, x.dtype.type(c))
+    return result, (x, result), (result.size, POW_SCALAR), (c, 0.0)
+
+
+pow_scalar = defop(
+    "pow_scalar",
+    _pow_scalar_forward,
+    unary_backward,
+    node_name="PowBackward0",
+    functions=(),
+    cases=[
+        Case(((3, 4),), {"exponent": 3.0}),
+        Case(((3, 4),), {"exponent": 2.5}, low=0.2, high=2.0),
+        Case(((4,),), {"exponent": -1.5}, low=0.3, high=2.0),
+        Case(((4,),), {"exponent": 0.0}),
+    ],
+)
+
+
+def _rpow_forward(y, base):
+    a = float(base)
+    result = np.power(y.dtype.type(a), y)
+    return result, (y, result), (result.size, RPOW), (a, 0.0)
+
+
+rpow = defop(
+    "rpow",
+    _rpow_forward,
+    unary_backward,
+    node_name="PowBackward2",
+    functions=(),
+    cases=[Case(((3, 4),), {"base": 2.5}), Case(((3,),), {"base": 0.5})],
+)
+
+
+@numba.njit
+def _p_pow(x, y):
+    # d/dx x**y = y x**(y-1); d/dy x**y = x**y log x, taken as 0 where x == 0 and y >= 0 (torch)
+    dx = 0.0 if y == 0.0 else y * x ** (y - 1.0)
+    if x == 0.0 and y >= 0.0:
+        dy = 0.0
+    else:
+        dy = x**y * math.log(x)
+    return dx, dy
+
+
+def _pow_api(apply, input, exponent):
+    """torch.pow: tensor ** number, number ** tensor, tensor ** tensor."""
+    if isinstance(exponent, numbers.Number) and not isinstance(exponent, bool):
+        return apply(pow_scalar, input, exponent=exponent)
+    if isinstance(input, numbers.Number) and not isinstance(input, bool):
+        return apply(rpow, exponent, base=input)
+    return apply(pow_, input, exponent)
+
+
+pow_ = _binary_op(
+    "pow",
+    np.power,
+    _p_pow,
+    api=_pow_api,
+    methods=("pow",),
+    dunders=("__pow__", "__rpow__"),
+    node_name="PowBackward1",
+    cases=[Case(c.shapes, low=0.3, high=2.0) for c in _BINARY_CASES],
+)
+
+
+def _clamp_forward(x, min=None, max=None):
+    if min is None and max is None:
+        raise RuntimeError("clamp(): At least one of 'min' or 'max' must not be None")
+    lo = -math.inf if min is None else float(min)
+    hi = math.inf if max is None else float(max)
+    result = np.clip(x, x.dtype.type(lo), x.dtype.type(hi))
+    if lo > hi:  # torch: every element becomes max
+        result = np.full_like(x, hi)
+    return result, (x, result), (result.size, CLAMP), (lo, hi)
+
+
+clamp = defop(
+    "clamp",
+    _clamp_forward,
+    unary_backward,
+    methods=("clamp", "clip"),
+    functions=("clamp", "clip"),
+    int_ok=True,
+    node_name="ClampBackward1",
+    cases=[
+        Case(((3, 4),), {"min": -0.5, "max": 0.7}),
+        Case(((6,),), {"min": 0.1}),
+        Case(((6,),), {"max": 0.1}),
+    ],
+)
 
 
 def _arc(name):
