@@ -80,11 +80,14 @@ def _view_op(name, f, cases, **kw):
 # index maps
 
 
-def take_forward(x, index, fill=0):
-    """(result, saved, iparams) of gathering x's elements by the flat ``index`` map."""
+def take_forward(x, index, fill=None):
+    """(result, saved, iparams) of gathering x's elements by the flat ``index`` map.
+
+    ``fill``: the value of the map's -1 entries, for the ops that have them (masked_fill, pad,
+    tril, ...); the others skip the pass that looks for them."""
     index = np.ascontiguousarray(index, dtype=np.int64)
     flat = x.reshape(-1)
-    if index.size and index.min() < 0:
+    if fill is not None and index.size and index.min() < 0:
         result = np.where(index >= 0, flat[np.maximum(index, 0)], x.dtype.type(fill))
     else:
         result = flat[index]
@@ -106,17 +109,23 @@ def take_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad_x[j] += g[i]
 
 
-def _positions(x):
-    return np.arange(x.size, dtype=np.int64).reshape(x.shape)
+def _positions(shape):
+    """The flat C-order position of every element of an array of ``shape``."""
+    return np.arange(np.prod(shape, dtype=np.int64), dtype=np.int64).reshape(shape)
+
+
+def _zero(**kwargs):
+    return 0.0
 
 
 def _take_op(name, index_map, cases, fill=None, **kw):
     """An op gathering x's elements: ``index_map(positions, **kwargs)`` applies the op to the
-    array of x's flat positions (-1 where the result is filled with ``fill(**kwargs)``)."""
+    array of x's flat positions; ops that fill some results (-1 in the map) give
+    ``fill(**kwargs)``, their value."""
 
     def forward(x, **kwargs):
-        index = index_map(_positions(x), **kwargs)
-        result, saved, ip = take_forward(x, index, fill(**kwargs) if fill else 0)
+        index = index_map(_positions(x.shape), **kwargs)
+        result, saved, ip = take_forward(x, index, fill(**kwargs) if fill else None)
         return result, saved, ip, ()
 
     forward.__name__ = name
@@ -192,7 +201,7 @@ def _index_view_forward(x, index):
 def _index_take_forward(x, index):
     index, _ = _normalize_index(index)
     _check_index(x.shape, index)
-    result, saved, ip = take_forward(x, _positions(x)[index])
+    result, saved, ip = take_forward(x, _positions(x.shape)[index])
     return result, saved, ip, ()
 
 
@@ -610,12 +619,14 @@ def _tri(p, diagonal, lower):
 tril = _take_op(
     "tril",
     lambda p, diagonal=0: _tri(p, diagonal, True),
+    fill=_zero,
     methods=("tril",),
     cases=[Case(((4, 4),)), Case(((2, 3, 4),), {"diagonal": -1})],
 )
 triu = _take_op(
     "triu",
     lambda p, diagonal=0: _tri(p, diagonal, False),
+    fill=_zero,
     methods=("triu",),
     cases=[Case(((4, 4),)), Case(((3, 5),), {"diagonal": 2})],
 )
@@ -639,6 +650,7 @@ def _diag(p, diagonal=0):
 diag = _take_op(
     "diag",
     _diag,
+    fill=_zero,
     methods=("diag",),
     cases=[Case(((3,),)), Case(((3,),), {"diagonal": -1}), Case(((3, 4),), {"diagonal": 1})],
 )
@@ -700,11 +712,11 @@ def _scatter_add_forward(x, src, dim, index):
                 f"{list(src.shape)}"
             )
     region = tuple(slice(0, s) for s in idx.shape)
-    px = _positions(x)[
+    px = _positions(x.shape)[
         tuple(slice(0, s) if k != d else slice(None) for k, s in enumerate(idx.shape))
     ]
     target = np.ascontiguousarray(np.take_along_axis(px, idx, axis=d)).reshape(-1)
-    source = np.ascontiguousarray(_positions(src)[region]).reshape(-1)
+    source = np.ascontiguousarray(_positions(src.shape)[region]).reshape(-1)
     result = np.array(x, copy=True, order="C")
     np.add.at(result.reshape(-1), target, src[region].reshape(-1))
     return result, (target, source), (x.size, src.size, target.size), ()

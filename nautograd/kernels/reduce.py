@@ -127,7 +127,7 @@ def _group(op, x, dim, keepdim):
     if perm == list(range(x.ndim)):
         return np.ascontiguousarray(x).reshape(outer, k), None, outer, k, out_shape
     xg = np.ascontiguousarray(np.transpose(x, perm)).reshape(outer, k)
-    pos = np.ascontiguousarray(np.transpose(_positions(x), perm)).reshape(-1)
+    pos = np.ascontiguousarray(np.transpose(_positions(x.shape), perm)).reshape(-1)
     return xg, pos, outer, k, out_shape
 
 
@@ -411,7 +411,7 @@ def _extreme_api(name, op, argop, binary):
         shape = tuple(input.shape) or (1,)
         d = wrap_dim(name, dim, len(shape))
         idx = np.asarray(indices).reshape(tuple(1 if k == d else s for k, s in enumerate(shape)))
-        flat = np.take_along_axis(_positions(np.empty(shape, np.int8)), idx, axis=d)
+        flat = np.take_along_axis(_positions(shape), idx, axis=d)
         values = apply(take_flat, input, index=flat.reshape(indices.shape))
         return MaxMin(values, indices)
 
