@@ -178,3 +178,13 @@ def test_noncontiguous_inputs_match_torch(op, i, case, rng):
             assert a is None or not np.any(a.numpy())
             continue
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-11)
+
+
+def test_lerp_rejects_addcmuls_value_argument():
+    # regression: the three-operand ops shared one forward signature, so lerp accepted (and
+    # ignored) addcmul's value=
+    x, end = ng.zeros(3), ng.ones(3)
+    np.testing.assert_allclose(ng.lerp(x, end, 0.25).numpy(), 0.25)
+    with pytest.raises(TypeError, match="value"):
+        ng.lerp(x, end, 0.25, value=2.0)
+    np.testing.assert_allclose(ng.addcmul(x, end, end, value=2.0).numpy(), 2.0)

@@ -577,11 +577,15 @@ def _ternary_kernel(name, partial):
 
 
 def _ternary_op(name, f, partial, cases, **kw):
-    def forward(a, b, c, value=1.0):
-        out, ip = nary_params(name, [a.shape, b.shape, c.shape])
-        result = np.asarray(f(a, b, c, a.dtype.type(value)), dtype=a.dtype)
-        return result, (a, b, c), ip + (a.size, b.size, c.size), (float(value),)
+    """result = f(a, b, c[, value]); the attributes of f (addcmul's ``value``) are the op's."""
 
+    def forward(a, b, c, **kwargs):
+        out, ip = nary_params(name, [a.shape, b.shape, c.shape])
+        result = np.asarray(f(a, b, c, **kwargs), dtype=a.dtype)
+        value = float(kwargs.get("value", 1.0))
+        return result, (a, b, c), ip + (a.size, b.size, c.size), (value,)
+
+    attributes_of(forward, f, skip=3, nin=3)
     kw.setdefault("methods", (name,))
     return defop(name, forward, _ternary_kernel(name, partial), nin=3, cases=cases, **kw)
 
@@ -611,7 +615,7 @@ _TERNARY_CASES = [
 ]
 
 
-def _lerp(x, end, weight, value):
+def _lerp(x, end, weight):
     return x + weight * (end - x)
 
 
@@ -621,15 +625,25 @@ lerp = _ternary_op(
     _p_lerp,
     cases=_TERNARY_CASES + [Case(((3, 4), (3, 4), 0.3))],
 )
+
+
+def _addcmul(x, t1, t2, value=1.0):
+    return x + x.dtype.type(value) * t1 * t2
+
+
+def _addcdiv(x, t1, t2, value=1.0):
+    return x + x.dtype.type(value) * t1 / t2
+
+
 addcmul = _ternary_op(
     "addcmul",
-    lambda x, t1, t2, v: x + v * t1 * t2,
+    _addcmul,
     _p_addcmul,
     cases=_TERNARY_CASES + [Case(((3,), (3,), (3,)), {"value": 0.5})],
 )
 addcdiv = _ternary_op(
     "addcdiv",
-    lambda x, t1, t2, v: x + v * t1 / t2,
+    _addcdiv,
     _p_addcdiv,
     cases=[Case(c.shapes, c.kwargs, low=0.5, high=2.0) for c in _TERNARY_CASES]
     + [Case(((3,), (3,), (3,)), {"value": -2.0}, low=0.5, high=2.0)],
