@@ -19,30 +19,18 @@ _ENGINE_KINDS = {
 }
 
 
-def _progress(total, desc):
-    """A tqdm progress bar on stderr, or a stand-in that prints nothing when tqdm is missing."""
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return _NoBar()
-    # disable=None: no bar when stderr is not a terminal (CI logs)
+def _progress(total, desc, quiet=False):
+    """A tqdm progress bar on stderr (none when quiet or when stderr is not a terminal)."""
+    from tqdm import tqdm
+
     return tqdm(
-        total=total, desc=desc, unit="step", file=sys.stderr, dynamic_ncols=True, disable=None
+        total=total,
+        desc=desc,
+        unit="step",
+        file=sys.stderr,
+        dynamic_ncols=True,
+        disable=True if quiet else None,
     )
-
-
-class _NoBar:
-    def update(self, n=1):
-        pass
-
-    def set_description_str(self, s):
-        pass
-
-    def write(self, s):
-        print(s)
-
-    def close(self):
-        pass
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,7 +117,7 @@ def warmup(quiet=False):
 
     rng = np.random.default_rng(0)
     steps = [(dt, op, case) for dt in (np.float64, np.float32) for op in OPS for case in op.cases]
-    bar = _NoBar() if quiet else _progress(len(steps), "warmup")
+    bar = _progress(len(steps), "warmup", quiet)
     t0 = time.perf_counter()
     try:
         for dt, op, case in steps:
