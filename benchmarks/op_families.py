@@ -86,6 +86,7 @@ def run(sizes, reps, only=None, threads=None):
 
     if threads:
         torch.set_num_threads(threads)
+        ng.set_num_threads(threads)
     libs = {"nautograd": ng, "torch": torch}
     fams = {name: {ln: families(lib)[name] for ln, lib in libs.items()} for name in families(ng)}
     rows = []

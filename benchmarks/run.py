@@ -334,7 +334,10 @@ def bench_command(size="full", only=None, threads=None, reps=None, out="results"
         print(f"{p}: {why}, not compared")
     import numba
 
+    import nautograd as ng
+
     numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    ng.set_num_threads(threads)
     print(
         f"peers: {', '.join(f'{p} {_version(lib)}' for p, lib in libs.items())}; "
         f"threads={threads} (OpenBLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}); "

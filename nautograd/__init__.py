@@ -16,6 +16,7 @@ from . import (
     linalg,  # noqa: E402
     nn,  # noqa: E402
 )
+from ._threads import get_num_threads, set_num_threads  # noqa: E402
 from .autograd.grad_mode import (  # noqa: E402
     enable_grad,
     inference_mode,

@@ -6,6 +6,7 @@
 """
 
 import argparse
+import inspect
 import os
 import sys
 import time
@@ -53,10 +54,12 @@ def cached_engines():
     except Exception:  # an unreadable or foreign index: nothing usable is cached
         return []
     kinds = []
+    # the engine is specialised by the dtypes of its two gradient arenas, G64 and G32
+    names = list(inspect.signature(scheduler.run.py_func).parameters)
+    g64 = names.index("G64")
     for key in index:
         sig = key[0]
-        # run(start, retain, state, buf_off, G64, G32, ...): the two gradient arenas
-        dtypes = (str(sig[4].dtype), str(sig[5].dtype))
+        dtypes = (str(sig[g64].dtype), str(sig[g64 + 1].dtype))
         kinds.append(_ENGINE_KINDS.get(dtypes, "/".join(dtypes)))
     return sorted(kinds)
 

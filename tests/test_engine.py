@@ -631,3 +631,84 @@ def test_leaf_used_in_a_graph_is_freed_after_it_dies():
     del x
     gc.collect()
     assert current_tape().live == 0
+
+
+# -- gradient buffers start uninitialised; big leaves get buffers of their own ---------------
+
+BIG = 5000  # above autograd.engine.OWN_BUFFER
+
+
+def test_gradient_through_an_op_that_writes_no_gradient_is_zero_not_garbage():
+    # fill the reused arena with non-zero gradients first, then run a graph in which exp's
+    # output buffer receives nothing (sign's backward writes no gradient)
+    w = ng.tensor(np.linspace(-1, 1, 64), requires_grad=True)
+    (w * 3.0).exp().sum().backward()
+    w.grad = None
+    y = w.exp()
+    y.sign().sum().backward()
+    assert np.array_equal(w.grad.numpy(), np.zeros(64))
+
+
+def test_leaf_reached_only_through_zero_gradient_op_gets_zeros():
+    for n in (3, BIG):
+        x = ng.tensor(np.arange(n, dtype=np.float64) + 0.5, requires_grad=True)
+        (x * 2.0).exp().sum().backward()  # leaves non-zero values in the arena
+        x.grad = None
+        x.floor().sum().backward()
+        assert np.array_equal(x.grad.numpy(), np.zeros(n))
+
+
+def test_big_leaf_first_grad_owns_its_memory_and_accumulates_after():
+    rng = np.random.default_rng(0)
+    a0, b0 = rng.standard_normal(BIG), rng.standard_normal(BIG)
+    a = ng.tensor(a0, requires_grad=True)
+    b = ng.tensor(b0, requires_grad=True)
+    (a * b).sum().backward()
+    ga, gb = a.grad, b.grad
+    assert np.allclose(ga.numpy(), b0) and np.allclose(gb.numpy(), a0)
+    assert not np.shares_memory(ga.numpy(), gb.numpy())
+    (a * b).sum().backward()  # the second gradient adds in place
+    assert a.grad is ga and np.allclose(ga.numpy(), 2 * b0)
+    ga.numpy()[:] = 0  # writing one .grad leaves the other alone
+    assert np.allclose(b.grad.numpy(), 2 * a0)
+
+
+def test_big_leaf_used_twice_by_one_op_sums_both_edges():
+    x0 = np.random.default_rng(1).standard_normal(BIG)
+    x = ng.tensor(x0, requires_grad=True)
+    (x * x).sum().backward()
+    assert np.allclose(x.grad.numpy(), 2 * x0)
+
+
+def test_big_leaf_with_fan_out_through_different_kernels_matches_torch():
+    x0 = np.random.default_rng(2).standard_normal((50, 100))
+    g0 = np.random.default_rng(3).standard_normal((50, 100))
+    x, xt = ng.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+    for lib, t in ((ng, x), (torch, xt)):
+        y = t.exp() + t.flip(0) * 2.0 + t.sum(1, keepdim=True) + t.log_softmax(1)
+        y.backward(lib.tensor(g0))
+    assert np.allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_big_leaf_root_backward_gets_the_gradient():
+    x = ng.tensor(np.zeros(BIG), requires_grad=True)
+    g = np.arange(BIG, dtype=np.float64)
+    x.backward(ng.tensor(g))
+    assert np.array_equal(x.grad.numpy(), g)
+
+
+def test_big_leaf_with_hook_sees_its_gradient():
+    x = ng.tensor(np.ones(BIG), requires_grad=True)
+    seen = []
+    x.register_hook(lambda g: seen.append(g.numpy().copy()) or g * 2)
+    (x * 3.0).sum().backward()
+    assert np.allclose(seen[0], 3.0) and np.allclose(x.grad.numpy(), 6.0)
+
+
+def test_user_gradient_is_not_modified_by_backward():
+    x = ng.tensor(np.ones(BIG), requires_grad=True)
+    g = ng.tensor(np.full(BIG, 2.0))
+    y = x * 1.0
+    (y * y).backward(g)
+    assert np.array_equal(g.numpy(), np.full(BIG, 2.0))
+    assert np.allclose(x.grad.numpy(), 4.0)

@@ -74,12 +74,19 @@ def _edge(tape, t):
     return -1, 0
 
 
-def _execute(roots, grads, retain_graph, targets):
+# A leaf of at least this many elements whose .grad is None gets its gradient buffer as an
+# array of its own, which becomes its .grad (no copy out of the arena); smaller leaves share
+# one copy of the arena's tail (one allocation for the scalar DAG's 100 leaves).
+OWN_BUFFER = 4096
+
+
+def _execute(roots, grads, retain_graph, targets, own_leaves=False):
     """Run the scheduler.
 
-    Returns (tape, state, buf_off, G64, G32, target edges, (tails, leaves), owned): the
+    Returns (tape, state, buf_off, G64, G32, target edges, (tails, leaves, own), owned): the
     gradient arenas stay valid until the caller gives them back with
-    ``tape.release_grad_arenas(owned)``.
+    ``tape.release_grad_arenas(owned)``. With ``own_leaves``, big leaves without a ``.grad``
+    get buffers of their own: ``own`` maps their node to that array.
     """
     for i, t in enumerate(roots):
         if not isinstance(t, Tensor):
@@ -116,16 +123,28 @@ def _execute(roots, grads, retain_graph, targets):
         tape.edge_input_nr,
         tape.out_ptr,
         tape.out_numel,
+        OWN_BUFFER if own_leaves else np.iinfo(np.int64).max,
     )
     G64, G32, owned = tape.grad_arenas(n64, n32)
     try:
         flags, out_ptr = tape.flags, tape.out_ptr
         if tape.versions:
             _check_versions(tape, state)
+        # buffers start uninitialised (fresh): the first writer stores, later ones add
+        fresh = np.ones(len(buf_off), np.int8)
         for (node, k), g in zip(root_edges, root_grads, strict=True):
-            off = buf_off[out_ptr[node] + k]
+            o = out_ptr[node] + k
+            off = buf_off[o]
             G = G32 if flags[node] & F32 else G64
-            G[off : off + g.size] += g
+            if fresh[o]:
+                G[off : off + g.size] = g
+                fresh[o] = 0
+            else:
+                G[off : off + g.size] += g
+        slot = scheduler.locate(
+            state, flags, out_ptr, buf_off, G64.ctypes.data // 8, G32.ctypes.data // 4
+        )
+        own = _own_buffers(tape, leaves, slot, fresh) if own_leaves else None
         # A graph of one dtype passes the other dtype's (unused) arenas as empty arrays of its own
         # dtype, so `run` is specialised -- and its kernels compiled -- only for dtypes in use:
         # float32 kernels cost nothing until a float32 graph runs (~20 s of cold compile each).
@@ -143,7 +162,9 @@ def _execute(roots, grads, retain_graph, targets):
                 start,
                 retain,
                 state,
-                buf_off,
+                slot,
+                fresh,
+                tape.out_numel,
                 G64,
                 G32,
                 tape.op,
@@ -184,7 +205,24 @@ def _execute(roots, grads, retain_graph, targets):
     except BaseException:
         tape.release_grad_arenas(owned)
         raise
-    return tape, state, buf_off, G64, G32, target_edges, (tails, leaves), owned
+    return tape, state, buf_off, G64, G32, target_edges, (tails, leaves, own), owned
+
+
+def _own_buffers(tape, leaves, slot, fresh):
+    """node -> a new array for each big leaf that will take its first .grad from it: the
+    kernels write the leaf's gradient there directly (its slot points at it)."""
+    out_ptr = tape.out_ptr
+    big = leaves[tape.out_numel[out_ptr[leaves]] >= OWN_BUFFER]
+    own = {}
+    for node in big.tolist():
+        o = out_ptr[node]
+        leaf = tape.obj[node]()
+        if leaf is None or not leaf._rg or leaf._grad is not None or leaf._hooks or not fresh[o]:
+            continue  # not fresh: a root's gradient is already in the arena
+        a = np.empty(leaf._data.shape, leaf._data.dtype)
+        slot[o] = a.ctypes.data // a.itemsize
+        own[node] = a
+    return own
 
 
 def _check_versions(tape, state):
@@ -225,11 +263,12 @@ def _run_tensor_hooks(tape, per_output, node, buf_off, G64, G32):
         buf[...] = run_hooks(fns, buf)
 
 
-def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves):
+def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own):
     """AccumulateGrad for every leaf the backward reached (PyTorch's accumulateGrad).
 
-    A leaf's first gradient is a view of one copy of the arenas' leaf tail (never of a
-    buffer the engine reuses, nor of a tensor the user holds); later ones add in place.
+    A leaf's first gradient is its own buffer (big leaves, ``own``) or a view of one copy of
+    the arenas' leaf tail (never of a buffer the engine reuses, nor of a tensor the user
+    holds); later ones add in place.
     """
     if not len(leaves):
         return
@@ -241,10 +280,13 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves):
         leaf = obj[node]()
         if leaf is None or not leaf._rg:
             continue
+        if own and node in own:
+            leaf._grad = _wrap(own[node])
+            continue
         a = leaf._data
         G = G32 if f32 else G64
         g = G[off : off + a.size].reshape(a.shape)
-        if leaf._grad is None and not leaf._hooks:
+        if leaf._grad is None and not leaf._hooks and off >= tails[f32]:
             tail = copies[f32]
             if tail is None:
                 tail = copies[f32] = G[tails[f32] :].copy()
@@ -296,7 +338,7 @@ def backward(
             if not t._rg:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
     tape, state, buf_off, G64, G32, target_edges, tails, owned = _execute(
-        roots, grads, retain_graph, targets
+        roots, grads, retain_graph, targets, own_leaves=targets is None
     )
     try:
         if targets is None:

@@ -23,7 +23,7 @@ state lives in arrays that Python owns. A graph without such nodes makes one cal
 import numba
 import numpy as np
 
-from ..kernels._jit import _ptr_like
+from ..kernels._jit import _ptr_like, view
 from .tape import ACC, F32, HAS_SAVED, PY, RELEASED  # noqa: F401
 
 DONE = -1
@@ -53,7 +53,9 @@ def _place(o, f32, out_numel, buf_off, n64, n32):
 
 
 @numba.njit(cache=True)
-def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, out_ptr, out_numel):
+def prepare(
+    n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, out_ptr, out_numel, big
+):
     """Reachability, selective execution and buffer layout for one backward.
 
     ``mode`` 0: every node reachable from the roots runs (``backward()``). ``mode`` 1: only
@@ -110,11 +112,18 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
                 continue
             for o in range(out_ptr[i], out_ptr[i + 1]):
                 n64, n32 = _place(o, flags[i] & F32, out_numel, buf_off, n64, n32)
+    # leaves of ``big`` elements or more come first: the engine may give them buffers of
+    # their own (their new .grad), so the tail it copies holds only the small ones
+    for k in range(count):
+        i = acc[k]
+        if out_numel[out_ptr[i]] >= big:
+            n64, n32 = _place(out_ptr[i], flags[i] & F32, out_numel, buf_off, n64, n32)
     tails = np.array([n64, n32], np.int64)
     running = 0
     for k in range(count):
         i = acc[k]
-        n64, n32 = _place(out_ptr[i], flags[i] & F32, out_numel, buf_off, n64, n32)
+        if out_numel[out_ptr[i]] < big:
+            n64, n32 = _place(out_ptr[i], flags[i] & F32, out_numel, buf_off, n64, n32)
         if state[i] == 1:
             acc[running] = i
             running += 1
@@ -123,11 +132,35 @@ def prepare(n, roots, targets, mode, flags, edge_ptr, edge_node, edge_input_nr, 
 
 
 @numba.njit(cache=True)
+def locate(state, flags, out_ptr, buf_off, base64, base32):
+    """Slot of every buffer: its address in units of its dtype's size (see kernels/_jit.view);
+    ``base64``/``base32`` are the arenas' slots. -1 where a node has no buffer."""
+    slot = np.full(len(buf_off), -1, np.int64)
+    for i in range(len(state)):
+        if state[i]:
+            base = base32 if flags[i] & F32 else base64
+            for o in range(out_ptr[i], out_ptr[i + 1]):
+                if buf_off[o] >= 0:
+                    slot[o] = base + buf_off[o]
+    return slot
+
+
+@numba.njit(inline="always")
+def _zero(G64, G32, f32, slot, n):
+    if f32:
+        view(G32, slot, n)[:] = 0
+    else:
+        view(G64, slot, n)[:] = 0
+
+
+@numba.njit(cache=True)
 def run(
     start,
     retain,
     state,
-    buf_off,
+    slot,
+    fresh,
+    out_numel,
     G64,
     G32,
     op,
@@ -158,13 +191,15 @@ def run(
     for i in range(start + 1):
         if state[i] == 1:
             width = max(width, edge_ptr[i + 1] - edge_ptr[i])
-    gi_owned = np.empty(max(width, 1), np.int64)
+    # gi[j]: the slot of input j's buffer (-1: none); gi[k + j]: 1 if the kernel is that
+    # buffer's first writer and assigns (kernels/_jit.assigning), else 0
+    gi_owned = np.empty(max(2 * width, 1), np.int64)
     gi_all = _borrow(gi_owned)
     G64 = _borrow(G64)
     G32 = _borrow(G32)
     V64 = _borrow(V64)
     V32 = _borrow(V32)
-    buf_off_b = _borrow(buf_off)
+    slot_b = _borrow(slot)
     iparams = _borrow(iparams)
     fparams = _borrow(fparams)
     saved_off = _borrow(saved_off)
@@ -175,17 +210,34 @@ def run(
         f = flags[i]
         if f & ACC:
             continue
+        # a buffer no consumer wrote (all of them skip this input) reads as zeros
+        for o in range(out_ptr[i], out_ptr[i + 1]):
+            if fresh[o]:
+                _zero(G64, G32, f & F32, slot[o], out_numel[o])
+                fresh[o] = 0
         if f & PY and not (skip_py and i == start):
             return i
         if f & RELEASED and f & HAS_SAVED:
             return ERR_RELEASED - i
         e0 = edge_ptr[i]
         k = edge_ptr[i + 1] - e0
-        gi = gi_all[:k]
+        gi = gi_all[: 2 * k]
+        assigns = _ASSIGNS[op[i]]
         for j in range(k):
             c = edge_node[e0 + j]
-            gi[j] = buf_off[out_ptr[c] + edge_input_nr[e0 + j]] if c >= 0 and state[c] else -1
-        go = buf_off_b[out_ptr[i] : out_ptr[i + 1]]
+            gi[k + j] = 0
+            if c >= 0 and state[c]:
+                o = out_ptr[c] + edge_input_nr[e0 + j]
+                gi[j] = slot[o]
+                if fresh[o]:
+                    fresh[o] = 0
+                    if assigns:
+                        gi[k + j] = 1
+                    else:
+                        _zero(G64, G32, flags[c] & F32, slot[o], out_numel[o])
+            else:
+                gi[j] = -1
+        go = slot_b[out_ptr[i] : out_ptr[i + 1]]
         ip = iparams[ip_start[i] : ip_start[i] + ip_len[i]]
         fp = fparams[fp_start[i] : fp_start[i] + fp_len[i]]
         so = saved_off[saved_ptr[i] : saved_ptr[i + 1]]
@@ -193,12 +245,19 @@ def run(
         _dispatch(op[i], f & F32, G64, G32, go, gi, V64, V32, so, sa, ip, fp)
         if not retain:
             flags[i] = f | RELEASED
+    # buffers Python reads that no kernel wrote (leaves, targets) hold zeros
+    for i in range(len(state)):
+        if state[i]:
+            for o in range(out_ptr[i], out_ptr[i + 1]):
+                if fresh[o]:
+                    _zero(G64, G32, flags[i] & F32, slot[o], out_numel[o])
+                    fresh[o] = 0
     gi_owned[0] = 0  # keeps the owned scratch alive until here
     return DONE
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 3c369bee64d811d6
+# sources hash: 8e45c0d995bb89b9
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul
@@ -326,6 +385,15 @@ _k134 = _OPS[133].backward  # remainder
 _k135 = _OPS[134].backward  # lerp
 _k136 = _OPS[135].backward  # addcmul
 _k137 = _OPS[136].backward  # addcdiv
+
+_ASSIGNS = np.array(
+    list(
+        "0111100000000000000000000000000000000011000000000000000000000000"
+        "0000000000000000001101111111111111111111111111111111111111111111"
+        "111111100000000000000"
+    ),
+    np.int8,
+)
 
 
 @numba.njit(inline="always")

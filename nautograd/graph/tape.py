@@ -209,23 +209,21 @@ class Tape:
         self._new_pending()
 
     def grad_arenas(self, n64, n32):
-        """(G64, G32, owned): zeroed gradient arenas of n64 float64 and n32 float32 elements.
+        """(G64, G32, owned): gradient arenas of n64 float64 and n32 float32 elements, not
+        initialised (the scheduler zeroes or assigns each buffer before it is read).
 
-        Reused across backward calls (a fresh 2 MB np.zeros costs its page faults every time;
-        zeroing a resident prefix is a memset). A backward started while another runs on
-        this tape (a hook calling backward) gets fresh arrays.
+        Reused across backward calls (a fresh 2 MB array costs its page faults every time).
+        A backward started while another runs on this tape (a hook calling backward) gets
+        new arrays.
         """
         if self._arenas_busy:
-            return np.zeros(n64, np.float64), np.zeros(n32, np.float32), False
+            return np.empty(n64, np.float64), np.empty(n32, np.float32), False
         self._arenas_busy = True
         if n64 > len(self._g64):
-            self._g64 = np.zeros(max(n64, 2 * len(self._g64)), np.float64)
+            self._g64 = np.empty(max(n64, 2 * len(self._g64)), np.float64)
         if n32 > len(self._g32):
-            self._g32 = np.zeros(max(n32, 2 * len(self._g32)), np.float32)
-        G64, G32 = self._g64[:n64], self._g32[:n32]
-        G64.fill(0)
-        G32.fill(0)
-        return G64, G32, True
+            self._g32 = np.empty(max(n32, 2 * len(self._g32)), np.float32)
+        return self._g64[:n64], self._g32[:n32], True
 
     def release_grad_arenas(self, owned):
         """Give the arenas back (``owned``: what grad_arenas returned)."""

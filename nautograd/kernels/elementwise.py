@@ -4,7 +4,7 @@ functions are in pointwise.py)."""
 import numba
 import numpy as np
 
-from ._jit import bcast_offsets, kernel, saved, view
+from ._jit import assigning, bcast_offsets, kernel, saved, view
 from ._shapes import binary_params, nary_params, numel
 from .registry import Case, defop
 
@@ -27,6 +27,8 @@ def _binary_kernel(name, partial):
             x0, x1, y0, y1 = ip[6], ip[7], ip[8], ip[9]
             if gi[0] >= 0:
                 grad_x = view(G, gi[0], nx)
+                if gi[2] == 1:  # fresh (gi[2], gi[3]: see _jit.assigning)
+                    grad_x[:] = 0
                 for a in range(d0):
                     for b in range(d1):
                         xi = a * x0 + b * x1
@@ -34,6 +36,8 @@ def _binary_kernel(name, partial):
                         grad_x[xi] += g[a * d1 + b] * partial(x[xi], y[yi])[0]
             if gi[1] >= 0:
                 grad_y = view(G, gi[1], ny)
+                if gi[3] == 1:
+                    grad_y[:] = 0
                 for a in range(d0):
                     for b in range(d1):
                         xi = a * x0 + b * x1
@@ -52,24 +56,38 @@ def _binary_kernel(name, partial):
         # one loop per input keeps each loop simple (no unswitching: compile time)
         if gi[0] >= 0:
             grad_x = view(G, gi[0], nx)
-            if mode <= 0:
+            if mode <= 0 and sx == 1 and gi[2] == 1:  # fresh and covered once: store
+                for i in range(n):
+                    grad_x[i] = g[i] * partial(x[i], y[i * sy])[0]
+            elif mode <= 0:
+                if gi[2] == 1:
+                    grad_x[:] = 0
                 for i in range(n):
                     grad_x[i * sx] += g[i] * partial(x[i * sx], y[i * sy])[0]
             else:
+                if gi[2] == 1:
+                    grad_x[:] = 0
                 # accumulating at the broadcast offset sums over the broadcast dims
                 for i in range(n):
                     grad_x[xo[i]] += g[i] * partial(x[xo[i]], y[yo[i]])[0]
         if gi[1] >= 0:
             grad_y = view(G, gi[1], ny)
-            if mode <= 0:
+            if mode <= 0 and sy == 1 and gi[3] == 1:
+                for i in range(n):
+                    grad_y[i] = g[i] * partial(x[i * sx], y[i])[1]
+            elif mode <= 0:
+                if gi[3] == 1:
+                    grad_y[:] = 0
                 for i in range(n):
                     grad_y[i * sy] += g[i] * partial(x[i * sx], y[i * sy])[1]
             else:
+                if gi[3] == 1:
+                    grad_y[:] = 0
                 for i in range(n):
                     grad_y[yo[i]] += g[i] * partial(x[xo[i]], y[yo[i]])[1]
 
     backward.__name__ = backward.__qualname__ = f"{name}_backward"
-    return kernel(backward)
+    return assigning(kernel(backward))
 
 
 def _binary_forward(name, f, save=True):

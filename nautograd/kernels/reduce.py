@@ -16,7 +16,7 @@ import numbers
 import numba
 import numpy as np
 
-from ._jit import bcast_offsets, kernel, saved, saved_index, view
+from ._jit import assigning, bcast_offsets, kernel, saved, saved_index, view
 from ._shapes import coalesce, numel, outer_inner, wrap_dim, wrap_dims
 from .elementwise import maximum, minimum
 from .index import _positions, take_backward, take_forward
@@ -56,25 +56,41 @@ def _reduce_params_uncached(op, shape, dim, keepdim):
 
 @kernel
 def _sum_to_input(G, go, gi, ip, scale):
-    # grad_x[i] += scale * grad[reduced index of i]
+    # grad_x[i] (+)= scale * grad[reduced index of i]; every i once, so a fresh buffer
+    # (gi[1] == 1, see _jit.assigning) is stored, not zeroed and added to
     if gi[0] < 0:
         return
     n, m, mode = ip[0], ip[1], ip[2]
     g = view(G, go[0], m)
     grad_x = view(G, gi[0], n)
+    assign = gi[1] == 1
     if mode == 0:
-        for i in range(n):
-            grad_x[i] += scale * g[i]
+        if assign:
+            for i in range(n):
+                grad_x[i] = scale * g[i]
+        else:
+            for i in range(n):
+                grad_x[i] += scale * g[i]
     elif mode == 2:  # two dims after coalescing: no index array
         d0, d1, s0, s1 = ip[3], ip[4], ip[5], ip[6]
-        for a in range(d0):
-            for b in range(d1):
-                grad_x[a * d1 + b] += scale * g[a * s0 + b * s1]
+        if assign:
+            for a in range(d0):
+                for b in range(d1):
+                    grad_x[a * d1 + b] = scale * g[a * s0 + b * s1]
+        else:
+            for a in range(d0):
+                for b in range(d1):
+                    grad_x[a * d1 + b] += scale * g[a * s0 + b * s1]
     elif mode == -1:
         v = scale * g[0]
-        for i in range(n):
-            grad_x[i] += v
+        if assign:
+            grad_x[:] = v
+        else:
+            for i in range(n):
+                grad_x[i] += v
     else:
+        if assign:
+            grad_x[:] = 0
         offs = bcast_offsets(ip, 3, mode, 0, n)
         for i in range(n):
             grad_x[i] += scale * g[offs[i]]
@@ -94,6 +110,7 @@ def _mean_forward(x, dim=None, keepdim=False):
     return np.asarray(result, dtype=x.dtype).reshape(out_shape), (), ip, (scale,)
 
 
+@assigning
 @kernel
 def sum_backward(G, G2, go, gi, V, so, sa, ip, fp):
     _sum_to_input(G, go, gi, ip, fp[0])

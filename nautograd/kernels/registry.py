@@ -19,11 +19,13 @@ Backward protocol (all kernels share it, so dispatch is a plain ``if op == k`` c
 
     kernel(G, G2, go, gi, V, so, sa, ip, fp)
 
-``G`` is the flat gradient arena of the node's dtype (``G2`` the other dtype's, used only
-by casts), ``go[k]`` the offset of the gradient of output ``k``, ``gi[j]`` the offset of the
-buffer that receives the gradient of input ``j`` (``-1``: not needed), ``V``/``so``/``sa``
-locate the saved values (see ``_jit.saved``), ``ip``/``fp`` the node's attributes. Kernels
-*accumulate* (``grad_x[i] += ...``) so fan-out and ``x * x`` need no special case.
+``G`` is an array of the node's dtype (``G2`` of the other dtype, used only by casts) that
+``_jit.view(G, slot, n)`` reads buffers through; ``go[k]`` the slot of the gradient of output
+``k``, ``gi[j]`` the slot of the buffer that receives the gradient of input ``j`` (``-1``: not
+needed), ``V``/``so``/``sa`` locate the saved values (see ``_jit.saved``), ``ip``/``fp`` the
+node's attributes. Kernels *accumulate* (``grad_x[i] += ...``) so fan-out and ``x * x`` need
+no special case; a kernel marked ``_jit.assigning`` may instead store into a buffer it is the
+first writer of (``gi[len_inputs + j] == 1``), saving a zero fill and a read.
 """
 
 import inspect

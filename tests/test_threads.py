@@ -1,0 +1,97 @@
+"""Intra-op threads (ng.set_num_threads) and the vectorised forward loops (kernels/_vmath.py):
+large inputs, split over threads, give torch's values and gradients."""
+
+import numpy as np
+import pytest
+import torch
+
+import nautograd as ng
+
+N = 1 << 17  # above nautograd._threads.MIN_SIZE: split over the threads
+
+
+@pytest.fixture
+def two_threads():
+    before = ng.get_num_threads()
+    ng.set_num_threads(2)
+    yield
+    ng.set_num_threads(before)
+
+
+def test_set_num_threads_roundtrip_and_rejects_bad_values():
+    before = ng.get_num_threads()
+    try:
+        ng.set_num_threads(3)
+        assert ng.get_num_threads() == 3
+        for bad in (0, -1, 1.5, True):
+            with pytest.raises(RuntimeError, match="set_num_threads"):
+                ng.set_num_threads(bad)
+    finally:
+        ng.set_num_threads(before)
+
+
+@pytest.mark.parametrize("name", ["exp", "sigmoid", "silu", "tanh", "log", "gelu"])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_large_unary_matches_torch_on_threads(two_threads, name, dtype):
+    rng = np.random.default_rng(0)
+    x0 = rng.uniform(0.1 if name == "log" else -8, 8, N + 37).astype(dtype)  # ragged chunks
+    g0 = rng.standard_normal(N + 37).astype(dtype)
+    x, xt = ng.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+    F, Ft = ng.nn.functional, torch.nn.functional
+    y = getattr(F, name)(x) if hasattr(F, name) else getattr(x, name)()
+    yt = getattr(Ft, name)(xt) if hasattr(Ft, name) else getattr(xt, name)()
+    y.backward(ng.tensor(g0))
+    yt.backward(torch.tensor(g0))
+    tol = 1e-13 if dtype == np.float64 else 2e-6
+    assert np.allclose(y.detach().numpy(), yt.detach().numpy(), rtol=tol, atol=tol)
+    assert np.allclose(x.grad.numpy(), xt.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_threaded_and_single_threaded_results_are_identical():
+    x0 = np.random.default_rng(1).standard_normal((256, 1024))
+    x = ng.tensor(x0)
+    before = ng.get_num_threads()
+    try:
+        ng.set_num_threads(1)
+        one = [x.exp().numpy(), x.sigmoid().numpy(), x.log_softmax(1).numpy()]
+        ng.set_num_threads(2)
+        two = [x.exp().numpy(), x.sigmoid().numpy(), x.log_softmax(1).numpy()]
+    finally:
+        ng.set_num_threads(before)
+    for a, b in zip(one, two, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_exp_at_the_ends_of_its_range_matches_numpy():
+    x0 = np.array(
+        [-1e4, -746.0, -745.1, -744.0, -708.4, -1e-300, 0.0, 1e-10, 709.7, 709.78, 710.0, 1e4]
+        + [np.inf, -np.inf, np.nan]
+    )
+    with np.errstate(over="ignore"):
+        expected = np.exp(x0)
+    got = ng.tensor(x0).exp().numpy()
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+    ok = ~np.isnan(expected)
+    assert np.allclose(got[ok], expected[ok], rtol=4e-16, atol=0)
+    # subnormal results within one unit in the last place
+    assert np.abs(got[2] - expected[2]) <= 5e-324
+
+
+def test_exp_is_within_one_ulp_of_numpy_across_its_range():
+    x0 = np.random.default_rng(2).uniform(-708, 709, 200_000)
+    rel = np.abs(ng.tensor(x0).exp().numpy() / np.exp(x0) - 1)
+    assert rel.max() < 4.5e-16
+
+
+@pytest.mark.parametrize("shape,dim", [((3, 70000), 1), ((300, 500), 0), ((40, 70, 50), 1)])
+def test_large_softmax_over_threads_matches_torch(two_threads, shape, dim):
+    rng = np.random.default_rng(3)
+    x0 = rng.standard_normal(shape) * 5
+    g0 = rng.standard_normal(shape)
+    for name in ("softmax", "log_softmax"):
+        x, xt = ng.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+        y, yt = getattr(x, name)(dim), getattr(xt, name)(dim)
+        y.backward(ng.tensor(g0))
+        yt.backward(torch.tensor(g0))
+        assert np.allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-13)
+        assert np.allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-11, atol=1e-12)
