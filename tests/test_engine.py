@@ -712,3 +712,17 @@ def test_user_gradient_is_not_modified_by_backward():
     (y * y).backward(g)
     assert np.array_equal(g.numpy(), np.full(BIG, 2.0))
     assert np.allclose(x.grad.numpy(), 4.0)
+
+
+def test_log_backward_at_zero_gives_inf_not_zero_division_error():
+    # kernels divide with numpy's error model: 1/0 is inf (as torch), not a Python exception
+    x = ng.tensor([0.0, 1.0], requires_grad=True)
+    with np.errstate(divide="ignore"):
+        x.log().sum().backward()
+    assert np.array_equal(x.grad.numpy(), [np.inf, 1.0])
+    y = ng.tensor([0.0, 2.0], requires_grad=True)
+    with np.errstate(divide="ignore"):
+        (1.0 / y).sum().backward()
+    xt = torch.tensor([0.0, 2.0], requires_grad=True)
+    (1.0 / xt).sum().backward()
+    assert np.array_equal(y.grad.numpy(), xt.grad.numpy(), equal_nan=True)

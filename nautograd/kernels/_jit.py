@@ -9,7 +9,18 @@ from numba.extending import intrinsic
 # CPython/cfunc wrappers they compile ~30% faster (reference/numba-measured.md, 1.2).
 # They are not cached themselves: the scheduler that calls them is, and its module carries
 # a hash of every kernel file so a kernel edit invalidates it (graph/scheduler.py).
-KERNEL = dict(nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True)
+# error_model="numpy": a float division by zero gives inf/nan as in torch instead of raising
+# ZeroDivisionError out of the scheduler (log's backward at 0 did), and without that check
+# LLVM can vectorise loops that divide.
+# fastmath "contract" only (fused multiply-adds: one rounding less, no reassociation): the
+# gelu backward's erf/exp polynomials at 10^6 elements take 6.8 ms instead of 11.5 ms.
+KERNEL = dict(
+    nogil=True,
+    no_cpython_wrapper=True,
+    no_cfunc_wrapper=True,
+    error_model="numpy",
+    fastmath={"contract"},
+)
 kernel = numba.njit(**KERNEL)
 
 

@@ -27,13 +27,21 @@ def _binary_kernel(name, partial):
             x0, x1, y0, y1 = ip[6], ip[7], ip[8], ip[9]
             if gi[0] >= 0:
                 grad_x = view(G, gi[0], nx)
-                if gi[2] == 1:  # fresh (gi[2], gi[3]: see _jit.assigning)
-                    grad_x[:] = 0
-                for a in range(d0):
-                    for b in range(d1):
-                        xi = a * x0 + b * x1
-                        yi = a * y0 + b * y1
-                        grad_x[xi] += g[a * d1 + b] * partial(x[xi], y[yi])[0]
+                if gi[2] == 1 and nx == n:
+                    # fresh (gi[2], gi[3]: see _jit.assigning) and x not broadcast: every
+                    # element of grad_x is written once (x is contiguous: xi = a * d1 + b)
+                    for a in range(d0):
+                        for b in range(d1):
+                            i = a * d1 + b
+                            grad_x[i] = g[i] * partial(x[i], y[a * y0 + b * y1])[0]
+                else:
+                    if gi[2] == 1:
+                        grad_x[:] = 0
+                    for a in range(d0):
+                        for b in range(d1):
+                            xi = a * x0 + b * x1
+                            yi = a * y0 + b * y1
+                            grad_x[xi] += g[a * d1 + b] * partial(x[xi], y[yi])[0]
             if gi[1] >= 0:
                 grad_y = view(G, gi[1], ny)
                 if gi[3] == 1:

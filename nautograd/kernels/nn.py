@@ -8,7 +8,7 @@ import numpy as np
 from .._threads import parallel_for
 from ._jit import assigning, bcast_offsets, kernel, saved, view
 from ._shapes import outer_inner, wrap_dim
-from ._vmath import CONTRACT, vexp
+from ._vmath import LOOP, vexp
 from .reduce import _reduce_params
 from .registry import Case, defop
 
@@ -21,7 +21,7 @@ def _softmax_loop(x, outer, size, inner, log):
     return out.reshape(x.shape)
 
 
-@numba.njit(cache=True, nogil=True, fastmath=CONTRACT)
+@numba.njit(**LOOP)
 def _softmax_rows(xf, out, lo, hi, size, inner, log):
     # y = exp(x - max) / sum(exp(x - max)) along the middle axis of (outer, size, inner);
     # log: x - max - log(sum(exp(x - max))). One compiled pass instead of six numpy calls;

@@ -120,16 +120,15 @@ def _d(code, x, result, p0, p1):
         return -_TWO_OVER_SQRT_PI * math.exp(-x * x)
     elif code == GELU:
         # x Phi(x): Phi(x) + x phi(x)
-        return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0))) + x * _INV_SQRT_2PI * math.exp(
-            -0.5 * x * x
-        )
+        return _vmath.vgelu_grad(x)
     elif code == GELU_TANH:
         # 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + c x^3)
         t = math.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
         du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
         return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
     elif code == SILU:
-        s = 1.0 / (1.0 + math.exp(-x)) if x >= 0 else math.exp(x) / (1.0 + math.exp(x))
+        e = _vmath.vexp(-abs(x))
+        s = (1.0 if x >= 0 else e) / (1.0 + e)
         return s * (1.0 + x * (1.0 - s))
     elif code == ELU:
         # p0 = alpha: alpha (exp(x) - 1) for x <= 0
@@ -162,8 +161,12 @@ def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
     g = view(G, go[0], n)
     x = saved(V, so, sa, 0, n)
     result = saved(V, so, sa, 1, n)
-    # the commonest formulas get loops of their own: without the per-element switch LLVM
-    # vectorises them and they read only what they need (memory-bound at 10^6 elements)
+    p0 = fp[0]
+    p1 = fp[1]
+    # the commonest formulas get loops of their own, written out: LLVM vectorises them and
+    # they read only what they need (the generic loop's per-element switch does neither).
+    # Not via _d with a constant code: inlining _d's 41 branches into each loop doubled the
+    # engine's compile time.
     if code == EXP:
         if assign:
             for i in range(n):
@@ -171,23 +174,36 @@ def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
         else:
             for i in range(n):
                 grad_x[i] += g[i] * result[i]
-        return
-    if code == TANH:
+    elif code == TANH:
         if assign:
             for i in range(n):
                 grad_x[i] = g[i] * (1.0 - result[i] * result[i])
         else:
             for i in range(n):
                 grad_x[i] += g[i] * (1.0 - result[i] * result[i])
-        return
-    p0 = fp[0]
-    p1 = fp[1]
-    if assign:
-        for i in range(n):
-            grad_x[i] = g[i] * _d(code, x[i], result[i], p0, p1)
+    elif code == SIGMOID:
+        if assign:
+            for i in range(n):
+                grad_x[i] = g[i] * (result[i] * (1.0 - result[i]))
+        else:
+            for i in range(n):
+                grad_x[i] += g[i] * (result[i] * (1.0 - result[i]))
+    elif code == GELU:
+        if assign:
+            for i in range(n):
+                grad_x[i] = g[i] * _vmath.vgelu_grad(x[i])
+        else:
+            for i in range(n):
+                grad_x[i] += g[i] * _vmath.vgelu_grad(x[i])
     else:
-        for i in range(n):
-            grad_x[i] += g[i] * _d(code, x[i], result[i], p0, p1)
+        p0 = fp[0]
+        p1 = fp[1]
+        if assign:
+            for i in range(n):
+                grad_x[i] = g[i] * _d(code, x[i], result[i], p0, p1)
+        else:
+            for i in range(n):
+                grad_x[i] += g[i] * _d(code, x[i], result[i], p0, p1)
 
 
 def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None, into=None, **kw):
@@ -403,8 +419,8 @@ cosh = _unary("cosh", np.cosh, COSH)
 asinh = _unary("asinh", np.arcsinh, ASINH, **_arc("asinh"))
 acosh = _unary("acosh", np.arccosh, ACOSH, low=1.1, high=3.0, **_arc("acosh"))
 atanh = _unary("atanh", np.arctanh, ATANH, low=-0.9, high=0.9, **_arc("atanh"))
-erf = _unary("erf", scipy.special.erf, ERF)
-erfc = _unary("erfc", scipy.special.erfc, ERFC)
+erf = _unary("erf", scipy.special.erf, ERF, into=_vmath.erf_into)
+erfc = _unary("erfc", scipy.special.erfc, ERFC, into=_vmath.erfc_into)
 
 
 def _gelu(x, approximate="none"):
@@ -419,7 +435,10 @@ def _gelu(x, approximate="none"):
 def _gelu_forward(x, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
-    result = np.asarray(elementwise(lambda chunk: _gelu(chunk, approximate), x), dtype=x.dtype)
+    if approximate == "none" and x.dtype.kind == "f":
+        result = elementwise(_vmath.gelu_into, x, into=True)
+    else:
+        result = np.asarray(elementwise(lambda c: _gelu(c, approximate), x), dtype=x.dtype)
     code = GELU_TANH if approximate == "tanh" else GELU
     return result, (x, result), (result.size, code), (0.0, 0.0)
 
