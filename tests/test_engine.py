@@ -635,18 +635,20 @@ def test_leaf_used_in_a_graph_is_freed_after_it_dies():
 
 # -- gradient buffers start uninitialised; big leaves get buffers of their own ---------------
 
-BIG = 5000  # above autograd.engine.OWN_BUFFER
+# above autograd.engine.OWN_BUFFER, and graphs of it have arenas above FILL_BELOW (buffers
+# start uninitialised; smaller arenas are zero-filled)
+BIG = 70000
 
 
 def test_gradient_through_an_op_that_writes_no_gradient_is_zero_not_garbage():
     # fill the reused arena with non-zero gradients first, then run a graph in which exp's
     # output buffer receives nothing (sign's backward writes no gradient)
-    w = ng.tensor(np.linspace(-1, 1, 64), requires_grad=True)
+    w = ng.tensor(np.linspace(-1, 1, BIG), requires_grad=True)
     (w * 3.0).exp().sum().backward()
     w.grad = None
     y = w.exp()
     y.sign().sum().backward()
-    assert np.array_equal(w.grad.numpy(), np.zeros(64))
+    assert np.array_equal(w.grad.numpy(), np.zeros(BIG))
 
 
 def test_leaf_reached_only_through_zero_gradient_op_gets_zeros():
@@ -656,6 +658,17 @@ def test_leaf_reached_only_through_zero_gradient_op_gets_zeros():
         x.grad = None
         x.floor().sum().backward()
         assert np.array_equal(x.grad.numpy(), np.zeros(n))
+
+
+def test_small_and_big_graphs_give_the_same_gradients():
+    # a small arena is zero-filled, a big one tracks fresh buffers: same results either way
+    for n in (10, BIG):
+        x0 = np.random.default_rng(4).standard_normal(n)
+        x, xt = ng.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+        for t in (x, xt):
+            y = t.exp()
+            (y * t + y.sigmoid() + t.sign() * 2.0).sum().backward()
+        assert np.allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-13, atol=1e-13)
 
 
 def test_big_leaf_first_grad_owns_its_memory_and_accumulates_after():
@@ -681,8 +694,8 @@ def test_big_leaf_used_twice_by_one_op_sums_both_edges():
 
 
 def test_big_leaf_with_fan_out_through_different_kernels_matches_torch():
-    x0 = np.random.default_rng(2).standard_normal((50, 100))
-    g0 = np.random.default_rng(3).standard_normal((50, 100))
+    x0 = np.random.default_rng(2).standard_normal((700, 100))
+    g0 = np.random.default_rng(3).standard_normal((700, 100))
     x, xt = ng.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
     for lib, t in ((ng, x), (torch, xt)):
         y = t.exp() + t.flip(0) * 2.0 + t.sum(1, keepdim=True) + t.log_softmax(1)

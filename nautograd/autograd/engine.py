@@ -78,6 +78,9 @@ def _edge(tape, t):
 # array of its own, which becomes its .grad (no copy out of the arena); smaller leaves share
 # one copy of the arena's tail (one allocation for the scalar DAG's 100 leaves).
 OWN_BUFFER = 4096
+# Gradient arenas smaller than this (elements) are zero-filled up front rather than tracked
+# buffer by buffer (see _execute)
+FILL_BELOW = 1 << 16
 
 
 def _execute(roots, grads, retain_graph, targets, own_leaves=False):
@@ -130,8 +133,15 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
         flags, out_ptr = tape.flags, tape.out_ptr
         if tape.versions:
             _check_versions(tape, state)
-        # buffers start uninitialised (fresh): the first writer stores, later ones add
-        fresh = np.ones(len(buf_off), np.int8)
+        # buffers start uninitialised (fresh): the first writer stores, later ones add. Small
+        # arenas are zero-filled instead: one memset beats a zeroing per buffer when buffers
+        # are scalars (scalar DAG backward, 10k ops: 3.4 ms with per-buffer zeroing)
+        if n64 + n32 < FILL_BELOW:
+            G64.fill(0)
+            G32.fill(0)
+            fresh = np.zeros(len(buf_off), np.int8)
+        else:
+            fresh = np.ones(len(buf_off), np.int8)
         for (node, k), g in zip(root_edges, root_grads, strict=True):
             o = out_ptr[node] + k
             off = buf_off[o]
@@ -144,7 +154,9 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
         slot = scheduler.locate(
             state, flags, out_ptr, buf_off, G64.ctypes.data // 8, G32.ctypes.data // 4
         )
-        own = _own_buffers(tape, leaves, slot, fresh) if own_leaves else None
+        # (only uninitialised arenas: a filled one's buffers are not fresh)
+        big = own_leaves and n64 + n32 >= FILL_BELOW
+        own = _own_buffers(tape, leaves, slot, fresh) if big else None
         # A graph of one dtype passes the other dtype's (unused) arenas as empty arrays of its own
         # dtype, so `run` is specialised -- and its kernels compiled -- only for dtypes in use:
         # float32 kernels cost nothing until a float32 graph runs (~20 s of cold compile each).
