@@ -139,15 +139,8 @@ def softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 for i in range(size):
                     dr[i] += yr[i] * (gr[i] - s)
         return
-    if assign:
-        for o in range(outer):
-            for c in range(inner):
-                base = o * size * inner + c
-                s = _row_dot(g, y, base, size, inner, log)
-                for j in range(size):
-                    i = base + j * inner
-                    grad_x[i] = g[i] - vexp(y[i]) * s if log else y[i] * (g[i] - s)
-        return
+    if assign:  # strided rows (a dim other than the last): zero, then the one loop below
+        grad_x[:] = 0
     for o in range(outer):
         for c in range(inner):
             base = o * size * inner + c
