@@ -3,9 +3,9 @@
 numpy's ufuncs run on one thread and release the GIL while they loop, so a large
 transcendental ufunc split into chunks over a small pool runs on every core, as torch's
 does. Measured on the 2-core VM (1e6 float64 elements): np.exp 5.1 ms -> 2.6 ms on two
-threads, np.tanh 13.9 -> 7.3 ms; a memory-bound product gains nothing (0.34 -> 0.27 ms), so
-only ops that compute per element (transcendentals, activations) go through here. Below
-``MIN_SIZE`` elements the ~30 us hand-off costs more than it saves.
+threads, np.tanh 13.9 -> 7.3 ms; a memory-bound product gains little (0.34 -> 0.27 ms). Every
+unary op's forward and gelu's go through ``elementwise``, softmax rows through
+``parallel_for``. Below ``MIN_SIZE`` elements the ~30 us hand-off costs more than it saves.
 """
 
 import os

@@ -12,7 +12,6 @@ import numbers
 
 import numba
 import numpy as np
-import scipy.special
 
 from .._threads import elementwise
 from . import _vmath
@@ -161,8 +160,6 @@ def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
     g = view(G, go[0], n)
     x = saved(V, so, sa, 0, n)
     result = saved(V, so, sa, 1, n)
-    p0 = fp[0]
-    p1 = fp[1]
     # the commonest formulas get loops of their own, written out: LLVM vectorises them and
     # they read only what they need (the generic loop's per-element switch does neither).
     # Not via _d with a constant code: inlining _d's 41 branches into each loop doubled the
@@ -206,16 +203,16 @@ def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 grad_x[i] += g[i] * _d(code, x[i], result[i], p0, p1)
 
 
-def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None, into=None, **kw):
+def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None, into=False, **kw):
     """Declare a unary op: result = f(x, **kwargs); params(**kwargs) -> (p0, p1).
 
-    ``into(x_flat, out_flat)``: a compiled loop computing the same for floating x
-    (kernels/_vmath.py), used instead of ``f`` when given.
+    ``into=True``: ``f(x_flat, out_flat)`` is a compiled loop writing the result (see
+    kernels/_vmath.py); such ops take no attributes (their inputs are always floating).
     """
 
     def forward(x, **kwargs):
-        if into is not None and x.dtype.kind == "f":
-            result = elementwise(into, x, into=True)
+        if into:
+            result = elementwise(f, x, into=True)
         else:
             fx = (lambda chunk: f(chunk, **kwargs)) if kwargs else f
             result = np.asarray(elementwise(fx, x), dtype=x.dtype)
@@ -231,24 +228,19 @@ def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None
     return defop(name, forward, unary_backward, cases=cases, **kw)
 
 
-def _sigmoid(x):
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
-
-
 neg = _unary(
     "neg", np.negative, NEG, dunders=("__neg__",), methods=("neg", "negative"), int_ok=True
 )
 abs_ = _unary("abs", np.abs, ABS, dunders=("__abs__",), int_ok=True)
 sqrt = _unary("sqrt", np.sqrt, SQRT, low=0.1, high=3.0)
-exp = _unary("exp", np.exp, EXP, into=_vmath.exp_into)
+exp = _unary("exp", _vmath.exp_into, EXP, into=True)
 log = _unary("log", np.log, LOG, low=0.1, high=3.0)
 log1p = _unary("log1p", np.log1p, LOG1P, low=-0.9, high=3.0)
 expm1 = _unary("expm1", np.expm1, EXPM1)
 sin = _unary("sin", np.sin, SIN)
 cos = _unary("cos", np.cos, COS)
 tanh = _unary("tanh", np.tanh, TANH, nn_functional=True)
-sigmoid = _unary("sigmoid", _sigmoid, SIGMOID, nn_functional=True, into=_vmath.sigmoid_into)
+sigmoid = _unary("sigmoid", _vmath.sigmoid_into, SIGMOID, nn_functional=True, into=True)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -419,26 +411,22 @@ cosh = _unary("cosh", np.cosh, COSH)
 asinh = _unary("asinh", np.arcsinh, ASINH, **_arc("asinh"))
 acosh = _unary("acosh", np.arccosh, ACOSH, low=1.1, high=3.0, **_arc("acosh"))
 atanh = _unary("atanh", np.arctanh, ATANH, low=-0.9, high=0.9, **_arc("atanh"))
-erf = _unary("erf", scipy.special.erf, ERF, into=_vmath.erf_into)
-erfc = _unary("erfc", scipy.special.erfc, ERFC, into=_vmath.erfc_into)
+erf = _unary("erf", _vmath.erf_into, ERF, into=True)
+erfc = _unary("erfc", _vmath.erfc_into, ERFC, into=True)
 
 
-def _gelu(x, approximate="none"):
-    if approximate == "tanh":
-        c = x.dtype.type(_SQRT_2_OVER_PI)
-        return 0.5 * x * (1 + np.tanh(c * (x + x.dtype.type(_GELU_C) * x * x * x)))
-    if approximate != "none":
-        raise RuntimeError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
-    return 0.5 * x * (1 + scipy.special.erf(x / np.sqrt(x.dtype.type(2))))
+def _gelu_tanh(x):
+    c = x.dtype.type(_SQRT_2_OVER_PI)
+    return 0.5 * x * (1 + np.tanh(c * (x + x.dtype.type(_GELU_C) * x * x * x)))
 
 
 def _gelu_forward(x, approximate="none"):
     if approximate not in ("none", "tanh"):
         raise RuntimeError(f"gelu(): approximate must be 'none' or 'tanh', got {approximate!r}")
-    if approximate == "none" and x.dtype.kind == "f":
+    if approximate == "none":
         result = elementwise(_vmath.gelu_into, x, into=True)
     else:
-        result = np.asarray(elementwise(lambda c: _gelu(c, approximate), x), dtype=x.dtype)
+        result = np.asarray(elementwise(_gelu_tanh, x), dtype=x.dtype)
     code = GELU_TANH if approximate == "tanh" else GELU
     return result, (x, result), (result.size, code), (0.0, 0.0)
 
@@ -453,13 +441,8 @@ gelu = defop(
 )
 
 
-def _silu(x):
-    with np.errstate(over="ignore"):
-        return x / (1 + np.exp(-x))
-
-
 silu = _unary(
-    "silu", _silu, SILU, nn_functional=True, methods=(), low=-4, high=4, into=_vmath.silu_into
+    "silu", _vmath.silu_into, SILU, nn_functional=True, methods=(), low=-4, high=4, into=True
 )
 elu = _unary(
     "elu",
