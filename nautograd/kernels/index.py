@@ -186,7 +186,12 @@ def _normalize_index(index):
 def _check_index(x_shape, index):
     """The index applied to a fake array of x's shape: numpy's checks, with the op named."""
     try:
-        return _fake(x_shape)[index]
+        v = _fake(x_shape)[index]
+        if not isinstance(v, np.ndarray):
+            # every dim indexed by an int: numpy returns a scalar (a copy, not a view, so its
+            # address is not an offset into x); with a trailing Ellipsis it is a 0-d view
+            v = _fake(x_shape)[(*index, Ellipsis) if isinstance(index, tuple) else (index, ...)]
+        return v
     except IndexError as e:
         raise IndexError(f"index(): {e} (tensor of shape {tuple(x_shape)})") from None
 
