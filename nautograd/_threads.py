@@ -116,3 +116,16 @@ def parallel_for(fn, total, work):
     fn(0, edges[1])
     for fut in futures:
         fut.result()
+
+
+def run_parts(fn, parts):
+    """Call ``fn(p)`` for ``p`` in ``range(parts)``, at once on the intra-op threads (part 0
+    on the calling thread): the parts of a backward node (graph/scheduler.py). ``fn`` must
+    release the GIL."""
+    pool = _pool(get_num_threads() - 1)
+    futures = [pool.submit(fn, p) for p in range(1, parts)]
+    try:
+        fn(0)
+    finally:
+        for fut in futures:
+            fut.result()

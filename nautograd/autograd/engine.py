@@ -5,8 +5,9 @@ PyTorch's run_backward / Engine::execute (reference/pytorch_autograd.md, 3.2-3.9
 
 import numpy as np
 
+from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
-from ..graph.tape import F32, RELEASED, current_tape
+from ..graph.tape import ACC, F32, RELEASED, current_tape
 from ..tensor import Tensor, _accumulator, _wrap
 
 _RELEASED_MSG = (
@@ -20,6 +21,8 @@ _RELEASED_MSG = (
 
 _EMPTY64 = np.zeros(0, np.float64)
 _EMPTY32 = np.zeros(0, np.float32)
+# scratch for the gi of a node handed back to run in parts: nodes of up to 16 inputs
+_PEND = 2 * 16 + 3
 
 
 def _as_tuple(x):
@@ -142,11 +145,14 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
             fresh = np.zeros(len(buf_off), np.int8)
         else:
             fresh = np.ones(len(buf_off), np.int8)
+        alias = _root_alias(tape, root_edges, root_grads, target_edges)
         for (node, k), g in zip(root_edges, root_grads, strict=True):
             o = out_ptr[node] + k
             off = buf_off[o]
             G = G32 if flags[node] & F32 else G64
-            if fresh[o]:
+            if alias is not None:
+                fresh[o] = 0
+            elif fresh[o]:
                 G[off : off + g.size] = g
                 fresh[o] = 0
             else:
@@ -154,6 +160,9 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
         slot = scheduler.locate(
             state, flags, out_ptr, buf_off, G64.ctypes.data // 8, G32.ctypes.data // 4
         )
+        if alias is not None:
+            node, k = root_edges[0]
+            slot[out_ptr[node] + k] = alias.ctypes.data // alias.itemsize
         # (only uninitialised arenas: a filled one's buffers are not fresh)
         big = own_leaves and n64 + n32 >= FILL_BELOW
         own = _own_buffers(tape, leaves, slot, fresh) if big else None
@@ -169,39 +178,50 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
         start = int(root_nodes.max()) if len(root_nodes) else -1
         skip_py = False
         hooks = tape.hooks
+        columns = (
+            tape.op,
+            flags,
+            tape.edge_ptr,
+            tape.edge_node,
+            tape.edge_input_nr,
+            out_ptr,
+            tape.saved_ptr,
+            tape.saved_off,
+            tape.saved_addr,
+            tape.ip_start,
+            tape.ip_len,
+            tape.iparams,
+            tape.fp_start,
+            tape.fp_len,
+            tape.fparams,
+            V64,
+            V32,
+        )
+        head = (retain, state, slot, fresh, tape.out_numel, G64, G32)
+        parts = get_num_threads()
+        pend = np.empty(_PEND, np.int64)
         while True:
-            status = scheduler.run(
-                start,
-                retain,
-                state,
-                slot,
-                fresh,
-                tape.out_numel,
-                G64,
-                G32,
-                tape.op,
-                flags,
-                tape.edge_ptr,
-                tape.edge_node,
-                tape.edge_input_nr,
-                out_ptr,
-                tape.saved_ptr,
-                tape.saved_off,
-                tape.saved_addr,
-                tape.ip_start,
-                tape.ip_len,
-                tape.iparams,
-                tape.fp_start,
-                tape.fp_len,
-                tape.fparams,
-                V64,
-                V32,
-                skip_py,
-            )
+            status = scheduler.run(start, *head, *columns, skip_py, parts, pend, -1)
             if status == scheduler.DONE:
                 break
             if status <= scheduler.ERR_RELEASED:
                 raise RuntimeError(_RELEASED_MSG)
+            if status >= scheduler.PAR:
+                # a large node of a parallel kernel: its parts on the intra-op threads
+                node = status - scheduler.PAR
+                k = int(pend[0])
+
+                def run_part(p, node=node, k=k):
+                    gi = pend.copy()
+                    gi[1 + 2 * k] = p
+                    gi[2 + 2 * k] = parts
+                    scheduler.run(node, *head, *columns, False, parts, gi, node)
+
+                run_parts(run_part, parts)
+                if not retain:
+                    flags[node] |= RELEASED
+                start, skip_py = node - 1, False
+                continue
             # a Python node: run its tensor hooks on its gradient buffers, then run it natively
             _run_tensor_hooks(tape, hooks.get(status), status, buf_off, G64, G32)
             start, skip_py = status, True
@@ -218,6 +238,29 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
         tape.release_grad_arenas(owned)
         raise
     return tape, state, buf_off, G64, G32, target_edges, (tails, leaves, own), owned
+
+
+def _root_alias(tape, root_edges, root_grads, target_edges):
+    """The root gradient array to use as the root's buffer as it is, or None (copy it).
+
+    As PyTorch does, a large gradient is read in place: copying 10^6 elements into the arena
+    cost ~0.5 ms of a 2 ms backward (exp, benchmarks/op_families.py). Only for a single root
+    of a node that no other running node writes into (it has the largest id) and whose buffer
+    nothing reads by offset afterwards (hooks, retain_grad, grad() targets, leaves).
+    """
+    if len(root_edges) != 1:
+        return None
+    node, g = root_edges[0][0], root_grads[0]
+    if (
+        g.size < OWN_BUFFER
+        or not g.flags.c_contiguous
+        or tape.flags[node] & ACC
+        or node in tape.hooks
+        or node in tape.retained
+        or (target_edges is not None and any(e[0] == node for e in target_edges))
+    ):
+        return None
+    return g
 
 
 def _own_buffers(tape, leaves, slot, fresh):

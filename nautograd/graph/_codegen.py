@@ -42,14 +42,16 @@ def generate(ops, digest):
     live = [op for op in ops if op.backward is not None]
     for op in live:
         lines.append(f"_k{op.opcode} = _OPS[{op.opcode - 1}].backward  # {op.name}")
-    # per opcode: 1 if its kernel assigns into fresh buffers (kernels/_jit.assigning)
-    table = [0] * (max((op.opcode for op in ops), default=0) + 1)
-    for op in live:
-        table[op.opcode] = int(getattr(op.backward, "assigns", False))
-    bits = "".join(map(str, table))
-    lines += ["", "_ASSIGNS = np.array(", "    list("]
-    lines += [f'        "{bits[i : i + 64]}"' for i in range(0, len(bits), 64)]
-    lines += ["    ),", "    np.int8,", ")"]
+    # per opcode, 1 if its kernel assigns into fresh buffers (kernels/_jit.assigning) or can
+    # run in parts on several threads (kernels/_jit.parallel)
+    for table_name, attr in (("_ASSIGNS", "assigns"), ("_PARALLEL", "parallel")):
+        table = [0] * (max((op.opcode for op in ops), default=0) + 1)
+        for op in live:
+            table[op.opcode] = int(getattr(op.backward, attr, False))
+        bits = "".join(map(str, table))
+        lines += ["", f"{table_name} = np.array(", "    list("]
+        lines += [f'        "{bits[i : i + 64]}"' for i in range(0, len(bits), 64)]
+        lines += ["    ),", "    np.int8,", ")"]
     lines += [
         "",
         "",

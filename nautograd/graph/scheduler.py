@@ -28,6 +28,10 @@ from .tape import ACC, F32, HAS_SAVED, PY, RELEASED  # noqa: F401
 
 DONE = -1
 ERR_RELEASED = -2
+PAR = 1 << 40  # run returns PAR + i: run node i in parts on the intra-op threads
+# a node of a parallel kernel runs in parts from this many gradient elements (as the
+# forward's intra-op threads, nautograd/_threads.py: below it the hand-off costs more)
+PAR_MIN = 1 << 16
 
 
 @numba.njit(inline="always")
@@ -153,7 +157,7 @@ def _zero(G64, G32, f32, slot, n):
         view(G64, slot, n)[:] = 0
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, nogil=True)
 def run(
     start,
     retain,
@@ -181,19 +185,31 @@ def run(
     V64,
     V32,
     skip_py,
+    parts,
+    pend,
+    part_node,
 ):
-    """Run nodes from ``start`` down to 0. Returns DONE, a PY node's id, or an error code.
+    """Run nodes from ``start`` down to 0. Returns DONE, a PY node's id, ``PAR + i`` for a
+    node to run in parts, or an error code.
 
     ``skip_py``: run node ``start`` natively even if flagged PY (Python ran its hooks).
+    ``parts``: how many threads a large node of a kernel marked ``_jit.parallel`` may use;
+    such a node (at least ``PAR_MIN`` gradient elements) is handed back to Python as
+    ``PAR + i`` with its ``gi`` stored in ``pend`` (``pend[0]`` = its input count k,
+    ``pend[1 : 2k + 3]`` = gi), and Python calls ``run`` once per part, from its threads, with
+    ``part_node = i`` and ``pend`` holding that part's ``gi`` (the last two entries: p, P).
+    A part call runs only that node's kernel. ``part_node = -1``: an ordinary call.
     Error codes: ``ERR_RELEASED - i``: node i's saved values were freed.
     """
     width = 0
-    for i in range(start + 1):
-        if state[i] == 1:
-            width = max(width, edge_ptr[i + 1] - edge_ptr[i])
+    if part_node < 0:
+        for i in range(start + 1):
+            if state[i] == 1:
+                width = max(width, edge_ptr[i + 1] - edge_ptr[i])
     # gi[j]: the slot of input j's buffer (-1: none); gi[k + j]: 1 if the kernel is that
-    # buffer's first writer and assigns (kernels/_jit.assigning), else 0
-    gi_owned = np.empty(max(2 * width, 1), np.int64)
+    # buffer's first writer and assigns (kernels/_jit.assigning), else 0; gi[2k], gi[2k + 1]:
+    # the part p of P this call runs (kernels/_jit.parallel)
+    gi_owned = np.empty(2 * width + 2, np.int64)
     gi_all = _borrow(gi_owned)
     G64 = _borrow(G64)
     G32 = _borrow(G32)
@@ -204,47 +220,65 @@ def run(
     fparams = _borrow(fparams)
     saved_off = _borrow(saved_off)
     saved_addr = _borrow(saved_addr)
-    for i in range(start, -1, -1):
-        if state[i] != 1:
-            continue
+    # one loop, one call site of the (inlined) dispatch chain for both kinds of call: a
+    # second site would compile every kernel into ``run`` twice
+    i = part_node if part_node >= 0 else start
+    while i >= 0:
         f = flags[i]
-        if f & ACC:
-            continue
-        # a buffer no consumer wrote (all of them skip this input) reads as zeros
-        for o in range(out_ptr[i], out_ptr[i + 1]):
-            if fresh[o]:
-                _zero(G64, G32, f & F32, slot[o], out_numel[o])
-                fresh[o] = 0
-        if f & PY and not (skip_py and i == start):
-            return i
-        if f & RELEASED and f & HAS_SAVED:
-            return ERR_RELEASED - i
-        e0 = edge_ptr[i]
-        k = edge_ptr[i + 1] - e0
-        gi = gi_all[: 2 * k]
-        assigns = _ASSIGNS[op[i]]
-        for j in range(k):
-            c = edge_node[e0 + j]
-            gi[k + j] = 0
-            if c >= 0 and state[c]:
-                o = out_ptr[c] + edge_input_nr[e0 + j]
-                gi[j] = slot[o]
+        if part_node >= 0:
+            k = pend[0]
+            gi = pend[1 : 2 * k + 3]
+        else:
+            if state[i] != 1 or f & ACC:
+                i -= 1
+                continue
+            # a buffer no consumer wrote (all of them skip this input) reads as zeros
+            work = 0
+            for o in range(out_ptr[i], out_ptr[i + 1]):
+                work = max(work, out_numel[o])
                 if fresh[o]:
+                    _zero(G64, G32, f & F32, slot[o], out_numel[o])
                     fresh[o] = 0
-                    if assigns:
-                        gi[k + j] = 1
-                    else:
-                        _zero(G64, G32, flags[c] & F32, slot[o], out_numel[o])
-            else:
-                gi[j] = -1
+            if f & PY and not (skip_py and i == start):
+                return i
+            if f & RELEASED and f & HAS_SAVED:
+                return ERR_RELEASED - i
+            e0 = edge_ptr[i]
+            k = edge_ptr[i + 1] - e0
+            gi = gi_all[: 2 * k + 2]
+            assigns = _ASSIGNS[op[i]]
+            for j in range(k):
+                c = edge_node[e0 + j]
+                gi[k + j] = 0
+                if c >= 0 and state[c]:
+                    o = out_ptr[c] + edge_input_nr[e0 + j]
+                    gi[j] = slot[o]
+                    work = max(work, out_numel[o])
+                    if fresh[o]:
+                        fresh[o] = 0
+                        if assigns:
+                            gi[k + j] = 1
+                        else:
+                            _zero(G64, G32, flags[c] & F32, slot[o], out_numel[o])
+                else:
+                    gi[j] = -1
+            gi[2 * k] = 0
+            gi[2 * k + 1] = 1
+            if parts > 1 and work >= PAR_MIN and _PARALLEL[op[i]] and 2 * k + 3 <= len(pend):
+                pend[0] = k
+                pend[1 : 2 * k + 3] = gi
+                return PAR + i
         go = slot_b[out_ptr[i] : out_ptr[i + 1]]
         ip = iparams[ip_start[i] : ip_start[i] + ip_len[i]]
         fp = fparams[fp_start[i] : fp_start[i] + fp_len[i]]
         so = saved_off[saved_ptr[i] : saved_ptr[i + 1]]
         sa = saved_addr[saved_ptr[i] : saved_ptr[i + 1]]
         _dispatch(op[i], f & F32, G64, G32, go, gi, V64, V32, so, sa, ip, fp)
+        if part_node >= 0:
+            return DONE
         if not retain:
             flags[i] = f | RELEASED
+        i -= 1
     # buffers Python reads that no kernel wrote (leaves, targets) hold zeros
     for i in range(len(state)):
         if state[i]:
@@ -257,7 +291,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 9648542108b30bb9
+# sources hash: 944b3343babdbba3
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul
@@ -388,7 +422,16 @@ _k137 = _OPS[136].backward  # addcdiv
 
 _ASSIGNS = np.array(
     list(
-        "0111100000000000000000000000000000000011000000000000000000000000"
+        "0111111000000000000000000000000000000011000000001110000000000000"
+        "0000000000000000001101111111111111111111111111111111111111111111"
+        "111111100000000000000"
+    ),
+    np.int8,
+)
+
+_PARALLEL = np.array(
+    list(
+        "0111111000000000000000000000000000000011000000001110000000000000"
         "0000000000000000001101111111111111111111111111111111111111111111"
         "111111100000000000000"
     ),

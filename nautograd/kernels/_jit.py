@@ -77,6 +77,29 @@ def assigning(k):
     return k
 
 
+def parallel(k):
+    """Mark a kernel that can run in parts on several threads (graph/scheduler.py hands a
+    large node of such a kernel to the intra-op threads, see nautograd/_threads.py).
+
+    ``gi`` then carries two more entries after the inputs' slots and assign flags:
+    ``gi[2 * len_inputs]`` is this call's part ``p`` and ``gi[2 * len_inputs + 1]`` the
+    number of parts ``P`` (``0, 1`` for an ordinary call). The parts of one node run at once:
+    each must write a disjoint set of gradient elements (``part`` gives its share of a loop),
+    and a part's zeroing of a fresh buffer must cover only those elements. Work that cannot
+    be split (a reduction into a broadcast operand's gradient) is done whole by part 0.
+    """
+    k.parallel = True
+    return k
+
+
+@numba.njit(inline="always")
+def part(gi, nin, units):
+    """``(lo, hi)``: this call's share of ``units`` equal pieces of work (see ``parallel``)."""
+    p = gi[2 * nin]
+    parts = gi[2 * nin + 1]
+    return units * p // parts, units * (p + 1) // parts
+
+
 @kernel
 def bcast_offsets(ip, base, nd, k, n):
     """Offsets into operand ``k`` for each element of a broadcast result, in C order.

@@ -4,7 +4,7 @@ functions are in pointwise.py)."""
 import numba
 import numpy as np
 
-from ._jit import assigning, bcast_offsets, kernel, saved, view
+from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
 from ._shapes import binary_params, nary_params, numel
 from .registry import Case, defop
 
@@ -16,6 +16,8 @@ def _binary_kernel(name, partial):
     """The backward kernel of a broadcasting binary op; (dx, dy) = partial(x, y)."""
 
     def backward(G, G2, go, gi, V, so, sa, ip, fp):
+        # gi[2], gi[3]: assign flags (_jit.assigning); gi[4], gi[5]: part p of P
+        # (_jit.parallel): every part writes a disjoint share of each gradient
         n, nx, ny, mode = ip[0], ip[1], ip[2], ip[3]
         g = view(G, go[0], n)
         x = saved(V, so, sa, 0, nx)
@@ -27,32 +29,37 @@ def _binary_kernel(name, partial):
             x0, x1, y0, y1 = ip[6], ip[7], ip[8], ip[9]
             if gi[0] >= 0:
                 grad_x = view(G, gi[0], nx)
+                # a part owns the rows of x (or, if x is broadcast along them, its columns)
+                a0, a1, b0, b1 = _bias_share(gi, d0, d1, x0)
                 if gi[2] == 1 and nx == n:
-                    # fresh (gi[2], gi[3]: see _jit.assigning) and x not broadcast: every
-                    # element of grad_x is written once (x is contiguous: xi = a * d1 + b)
-                    for a in range(d0):
-                        for b in range(d1):
+                    # fresh and not broadcast: every element of grad_x is written once (x is
+                    # contiguous: xi = a * d1 + b)
+                    for a in range(a0, a1):
+                        for b in range(b0, b1):
                             i = a * d1 + b
                             grad_x[i] = g[i] * partial(x[i], y[a * y0 + b * y1])[0]
                 else:
                     if gi[2] == 1:
-                        grad_x[:] = 0
-                    for a in range(d0):
-                        for b in range(d1):
+                        _zero_share(grad_x, a0, a1, b0, b1, x0, x1)
+                    for a in range(a0, a1):
+                        for b in range(b0, b1):
                             xi = a * x0 + b * x1
                             yi = a * y0 + b * y1
                             grad_x[xi] += g[a * d1 + b] * partial(x[xi], y[yi])[0]
             if gi[1] >= 0:
                 grad_y = view(G, gi[1], ny)
+                a0, a1, b0, b1 = _bias_share(gi, d0, d1, y0)
                 if gi[3] == 1:
-                    grad_y[:] = 0
-                for a in range(d0):
-                    for b in range(d1):
+                    _zero_share(grad_y, a0, a1, b0, b1, y0, y1)
+                for a in range(a0, a1):
+                    for b in range(b0, b1):
                         xi = a * x0 + b * x1
                         yi = a * y0 + b * y1
                         grad_y[yi] += g[a * d1 + b] * partial(x[xi], y[yi])[1]
             return
         if mode > 0:
+            if gi[4] != 0:
+                return  # general broadcasting: part 0 does all
             xo = bcast_offsets(ip, 4, mode, 0, n)
             yo = bcast_offsets(ip, 4, mode, 1, n)
         else:
@@ -61,17 +68,25 @@ def _binary_kernel(name, partial):
             sy = 0 if mode == -1 else 1
             xo = np.empty(0, np.int64)
             yo = xo
+        # elements lo:hi of a gradient that is not broadcast; a one-element gradient (a sum
+        # over all n) is part 0's
+        lo, hi = part(gi, 2, n)
         # one loop per input keeps each loop simple (no unswitching: compile time)
         if gi[0] >= 0:
             grad_x = view(G, gi[0], nx)
-            if mode <= 0 and sx == 1 and gi[2] == 1:  # fresh and covered once: store
-                for i in range(n):
-                    grad_x[i] = g[i] * partial(x[i], y[i * sy])[0]
+            if mode <= 0 and sx == 1:
+                if gi[2] == 1:  # fresh and covered once: store
+                    for i in range(lo, hi):
+                        grad_x[i] = g[i] * partial(x[i], y[i * sy])[0]
+                else:
+                    for i in range(lo, hi):
+                        grad_x[i] += g[i] * partial(x[i], y[i * sy])[0]
             elif mode <= 0:
-                if gi[2] == 1:
-                    grad_x[:] = 0
-                for i in range(n):
-                    grad_x[i * sx] += g[i] * partial(x[i * sx], y[i * sy])[0]
+                if gi[4] == 0:
+                    acc = 0.0
+                    for i in range(n):
+                        acc += g[i] * partial(x[0], y[i])[0]
+                    grad_x[0] = acc if gi[2] == 1 else grad_x[0] + acc
             else:
                 if gi[2] == 1:
                     grad_x[:] = 0
@@ -80,14 +95,19 @@ def _binary_kernel(name, partial):
                     grad_x[xo[i]] += g[i] * partial(x[xo[i]], y[yo[i]])[0]
         if gi[1] >= 0:
             grad_y = view(G, gi[1], ny)
-            if mode <= 0 and sy == 1 and gi[3] == 1:
-                for i in range(n):
-                    grad_y[i] = g[i] * partial(x[i * sx], y[i])[1]
-            elif mode <= 0:
+            if mode <= 0 and sy == 1:
                 if gi[3] == 1:
-                    grad_y[:] = 0
-                for i in range(n):
-                    grad_y[i * sy] += g[i] * partial(x[i * sx], y[i * sy])[1]
+                    for i in range(lo, hi):
+                        grad_y[i] = g[i] * partial(x[i * sx], y[i])[1]
+                else:
+                    for i in range(lo, hi):
+                        grad_y[i] += g[i] * partial(x[i * sx], y[i])[1]
+            elif mode <= 0:
+                if gi[4] == 0:
+                    acc = 0.0
+                    for i in range(n):
+                        acc += g[i] * partial(x[i], y[0])[1]
+                    grad_y[0] = acc if gi[3] == 1 else grad_y[0] + acc
             else:
                 if gi[3] == 1:
                     grad_y[:] = 0
@@ -95,7 +115,26 @@ def _binary_kernel(name, partial):
                     grad_y[yo[i]] += g[i] * partial(x[xo[i]], y[yo[i]])[1]
 
     backward.__name__ = backward.__qualname__ = f"{name}_backward"
-    return assigning(kernel(backward))
+    return parallel(assigning(kernel(backward)))
+
+
+@numba.njit(inline="always")
+def _bias_share(gi, d0, d1, s0):
+    """(a0, a1, b0, b1): the rows and columns of a (d0, d1) walk this part owns for an operand
+    with row stride ``s0``: its rows, or all rows and its columns if the operand is broadcast
+    along the rows (its gradient then sums over them, and a row split would race)."""
+    if s0 == 0:
+        b0, b1 = part(gi, 2, d1)
+        return 0, d0, b0, b1
+    a0, a1 = part(gi, 2, d0)
+    return a0, a1, 0, d1
+
+
+@numba.njit(inline="always")
+def _zero_share(grad, a0, a1, b0, b1, s0, s1):
+    for a in range(a0, a1):
+        for b in range(b0, b1):
+            grad[a * s0 + b * s1] = 0
 
 
 def _binary_forward(name, f, save=True):
@@ -185,30 +224,45 @@ minimum = _binary_op(
 
 @kernel
 def _linear2(G, go, gi, ip, ax, ay):
-    # grad_x += ax * grad, grad_y += ay * grad, summed over broadcast dims (add, sub)
+    # grad_x += ax * grad, grad_y += ay * grad, summed over broadcast dims (add, sub);
+    # gi[2 + k] == 1: store into a fresh buffer (_jit.assigning); gi[4], gi[5]: part p of P
+    # (_jit.parallel)
     n, nx, ny, mode = ip[0], ip[1], ip[2], ip[3]
     g = view(G, go[0], n)
+    lo, hi = part(gi, 2, n)
     for k in range(2):
         if gi[k] < 0:
             continue
         a = ax if k == 0 else ay
         m = nx if k == 0 else ny
         grad = view(G, gi[k], m)
+        fresh = gi[2 + k] == 1
         if m == n:  # this operand is not broadcast
-            for i in range(n):
-                grad[i] += a * g[i]
+            if fresh:
+                for i in range(lo, hi):
+                    grad[i] = a * g[i]
+            else:
+                for i in range(lo, hi):
+                    grad[i] += a * g[i]
         elif mode == 2:  # two dims after coalescing (a bias row or column): no index arrays
             d0, d1 = ip[4], ip[5]
             s0, s1 = ip[6 + 2 * k], ip[7 + 2 * k]
-            for r in range(d0):
-                for c in range(d1):
+            a0, a1, b0, b1 = _bias_share(gi, d0, d1, s0)
+            if fresh:
+                _zero_share(grad, a0, a1, b0, b1, s0, s1)
+            for r in range(a0, a1):
+                for c in range(b0, b1):
                     grad[r * s0 + c * s1] += a * g[r * d1 + c]
+        elif gi[4] != 0:
+            continue  # a reduction over every element: part 0's
         elif m == 1:
             acc = 0.0
             for i in range(n):
                 acc += g[i]
-            grad[0] += a * acc
+            grad[0] = a * acc if fresh else grad[0] + a * acc
         else:
+            if fresh:
+                grad[:] = 0
             offs = bcast_offsets(ip, 4, mode, k, n)
             for i in range(n):
                 grad[offs[i]] += a * g[i]
@@ -226,11 +280,15 @@ def _sub_forward(x, y, alpha=1):
     return result, (), ip, (float(alpha),)
 
 
+@parallel
+@assigning
 @kernel
 def add_backward(G, G2, go, gi, V, so, sa, ip, fp):
     _linear2(G, go, gi, ip, 1.0, fp[0])
 
 
+@parallel
+@assigning
 @kernel
 def sub_backward(G, G2, go, gi, V, so, sa, ip, fp):
     _linear2(G, go, gi, ip, 1.0, -fp[0])

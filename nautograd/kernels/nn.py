@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 from .._threads import parallel_for
-from ._jit import assigning, bcast_offsets, kernel, saved, view
+from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
 from ._shapes import outer_inner, wrap_dim
 from ._vmath import LOOP, vexp
 from .reduce import _reduce_params
@@ -104,6 +104,7 @@ def _log_softmax_forward(x, dim):
     return result, (result,), oi + (1,), ()
 
 
+@parallel
 @assigning
 @kernel
 def softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
@@ -118,9 +119,10 @@ def softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
     y = saved(V, so, sa, 0, n)
     grad_x = view(G, gi[0], n)
     assign = gi[1] == 1  # fresh buffer (see _jit.assigning): every element is written once
+    lo, hi = part(gi, 1, outer)  # gi[2], gi[3]: part p of P (_jit.parallel): its outer rows
     if inner == 1:
         # contiguous rows (the usual last dim): one loop per case so that each vectorises
-        for o in range(outer):
+        for o in range(lo, hi):
             b = o * size
             s = _row_dot(g, y, b, size, 1, log)
             gr = g[b : b + size]
@@ -140,8 +142,8 @@ def softmax_backward(G, G2, go, gi, V, so, sa, ip, fp):
                     dr[i] += yr[i] * (gr[i] - s)
         return
     if assign:  # strided rows (a dim other than the last): zero, then the one loop below
-        grad_x[:] = 0
-    for o in range(outer):
+        grad_x[lo * size * inner : hi * size * inner] = 0
+    for o in range(lo, hi):
         for c in range(inner):
             base = o * size * inner + c
             s = _row_dot(g, y, base, size, inner, log)

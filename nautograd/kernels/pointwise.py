@@ -15,7 +15,7 @@ import numpy as np
 
 from .._threads import elementwise
 from . import _vmath
-from ._jit import assigning, bcast_offsets, kernel, saved, view
+from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
 from ._shapes import binary_params, nary_params
 from .elementwise import _BINARY_CASES, _binary_op
 from .registry import Case, attributes_of, defop
@@ -142,24 +142,27 @@ def _d(code, x, result, p0, p1):
     return 0.0
 
 
+@parallel
 @assigning
 @kernel
 def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
     # ip = (n, code), fp = (p0, p1); saved (x, result) except for ZERO.
     # gi[1]: store instead of add (the buffer is fresh, see _jit.assigning)
+    # gi[2], gi[3]: part p of P (elements lo:hi of every operand, see _jit.parallel)
     code = ip[1]
     if gi[0] < 0:
         return
-    n = ip[0]
-    grad_x = view(G, gi[0], n)
+    lo, hi = part(gi, 1, ip[0])
+    n = hi - lo
+    grad_x = view(G, gi[0] + lo, n)
     assign = gi[1] == 1
     if code == ZERO:
         if assign:
             grad_x[:] = 0
         return
-    g = view(G, go[0], n)
-    x = saved(V, so, sa, 0, n)
-    result = saved(V, so, sa, 1, n)
+    g = view(G, go[0] + lo, n)
+    x = saved(V, so, sa, 0, hi)[lo:]
+    result = saved(V, so, sa, 1, hi)[lo:]
     # the commonest formulas get loops of their own, written out: LLVM vectorises them and
     # they read only what they need (the generic loop's per-element switch does neither).
     # Not via _d with a constant code: inlining _d's 41 branches into each loop doubled the
