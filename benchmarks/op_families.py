@@ -79,7 +79,8 @@ def _inner(n):
     return 200 if n <= 16 else (20 if n <= 10_000 else 1)
 
 
-def run(sizes, reps, only=None, threads=None):
+def run(sizes, reps, only=None, threads=None, split=False):
+    """Time each family; ``split``: also print the backward alone."""
     import torch
 
     import nautograd as ng
@@ -90,6 +91,7 @@ def run(sizes, reps, only=None, threads=None):
     libs = {"nautograd": ng, "torch": torch}
     fams = {name: {ln: families(lib)[name] for ln, lib in libs.items()} for name in families(ng)}
     rows = []
+    backward = dict.fromkeys(libs, 0.0)  # backward time of the current call, per library
     for name, per_lib in fams.items():
         if only and only not in name:
             continue
@@ -105,20 +107,26 @@ def run(sizes, reps, only=None, threads=None):
                 ones = lib.ones(tuple(y.shape), dtype=y.dtype)
                 inner = _inner(n)
 
-                def call(x=x, fn=fn, ones=ones, inner=inner, extra=extra):
+                def call(x=x, fn=fn, ones=ones, inner=inner, extra=extra, ln=ln):
                     for _ in range(inner):
-                        fn(x, extra).backward(ones)
+                        y = fn(x, extra)
+                        t1 = time.perf_counter()
+                        y.backward(ones)
+                        backward[ln] += time.perf_counter() - t1
                         x.grad = None
 
                 call()  # first call: compiles / warms caches
                 calls[ln] = call
             times = {ln: [] for ln in libs}
+            bwd = {ln: [] for ln in libs}
             for _ in range(reps):
                 for ln, call in calls.items():
                     call()  # untimed: the library's own thread pools active
+                    backward[ln] = 0.0
                     t = time.perf_counter()
                     call()
                     times[ln].append((time.perf_counter() - t) / _inner(n))
+                    bwd[ln].append(backward[ln] / _inner(n))
             med = {ln: statistics.median(ts) for ln, ts in times.items()}
             rows.append((name, n, med["nautograd"], med["torch"], med["torch"] / med["nautograd"]))
             print(
@@ -126,6 +134,14 @@ def run(sizes, reps, only=None, threads=None):
                 f"torch {med['torch'] * 1e6:10.1f} us  torch/nautograd {rows[-1][-1]:6.2f}x",
                 flush=True,
             )
+            if split:
+                mb = {ln: statistics.median(ts) for ln, ts in bwd.items()}
+                print(
+                    f"{'':24s}   backward alone: nautograd {mb['nautograd'] * 1e6:10.1f} us  "
+                    f"torch {mb['torch'] * 1e6:10.1f} us  torch/nautograd "
+                    f"{mb['torch'] / mb['nautograd']:6.2f}x",
+                    flush=True,
+                )
     return rows
 
 
@@ -135,9 +151,10 @@ def main(argv=None):
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--only", default=None)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--split", action="store_true", help="also print the backward alone")
     args = ap.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",")]
-    rows = run(sizes, args.reps, args.only, args.threads)
+    rows = run(sizes, args.reps, args.only, args.threads, args.split)
     worst = min(rows, key=lambda r: r[-1]) if rows else None
     if worst:
         print(f"\nslowest relative to torch: {worst[0]} at n={worst[1]}: {worst[-1]:.2f}x")
