@@ -90,14 +90,10 @@ def elementwise(f, x, into=False):
     # chunk edges on 64-element boundaries (whole cache lines, aligned vector loops)
     edges = [(n * k // parts) & ~63 for k in range(parts)] + [n]
     err = np.geterr()
-    pool = _pool(threads - 1)
-    futures = [
-        pool.submit(_fill, f, flat[a:b], out[a:b], err, into)
-        for a, b in zip(edges[1:-1], edges[2:], strict=True)
-    ]
-    _fill(f, flat[: edges[1]], out[: edges[1]], err, into)
-    for fut in futures:
-        fut.result()
+    run_parts(
+        lambda p: _fill(f, flat[edges[p] : edges[p + 1]], out[edges[p] : edges[p + 1]], err, into),
+        parts,
+    )
     return out.reshape(x.shape)
 
 
@@ -111,17 +107,14 @@ def parallel_for(fn, total, work):
         fn(0, total)
         return
     edges = [total * k // parts for k in range(parts + 1)]
-    pool = _pool(threads - 1)
-    futures = [pool.submit(fn, a, b) for a, b in zip(edges[1:-1], edges[2:], strict=True)]
-    fn(0, edges[1])
-    for fut in futures:
-        fut.result()
+    run_parts(lambda p: fn(edges[p], edges[p + 1]), parts)
 
 
 def run_parts(fn, parts):
     """Call ``fn(p)`` for ``p`` in ``range(parts)``, at once on the intra-op threads (part 0
-    on the calling thread): the parts of a backward node (graph/scheduler.py). ``fn`` must
-    release the GIL."""
+    on the calling thread), and wait for all of them: the chunks of ``elementwise`` and
+    ``parallel_for``, the parts of a backward node (graph/scheduler.py). ``fn`` must release
+    the GIL to run in parallel."""
     pool = _pool(get_num_threads() - 1)
     futures = [pool.submit(fn, p) for p in range(1, parts)]
     try:

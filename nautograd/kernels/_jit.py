@@ -100,6 +100,18 @@ def part(gi, nin, units):
     return units * p // parts, units * (p + 1) // parts
 
 
+@numba.njit(inline="always")
+def scaled_into(grad, g, a, lo, hi, assign):
+    """``grad[lo:hi] = a * g[lo:hi]`` into a fresh buffer (``assign``, see ``assigning``),
+    else ``+=``: one loop per case, so that each vectorises."""
+    if assign:
+        for i in range(lo, hi):
+            grad[i] = a * g[i]
+    else:
+        for i in range(lo, hi):
+            grad[i] += a * g[i]
+
+
 @kernel
 def bcast_offsets(ip, base, nd, k, n):
     """Offsets into operand ``k`` for each element of a broadcast result, in C order.

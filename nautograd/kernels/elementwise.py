@@ -4,7 +4,7 @@ functions are in pointwise.py)."""
 import numba
 import numpy as np
 
-from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
+from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, scaled_into, view
 from ._shapes import binary_params, nary_params, numel
 from .registry import Case, defop
 
@@ -238,12 +238,7 @@ def _linear2(G, go, gi, ip, ax, ay):
         grad = view(G, gi[k], m)
         fresh = gi[2 + k] == 1
         if m == n:  # this operand is not broadcast
-            if fresh:
-                for i in range(lo, hi):
-                    grad[i] = a * g[i]
-            else:
-                for i in range(lo, hi):
-                    grad[i] += a * g[i]
+            scaled_into(grad, g, a, lo, hi, fresh)
         elif mode == 2:  # two dims after coalescing (a bias row or column): no index arrays
             d0, d1 = ip[4], ip[5]
             s0, s1 = ip[6 + 2 * k], ip[7 + 2 * k]

@@ -17,7 +17,17 @@ import numba
 import numpy as np
 
 from .._threads import parallel_for
-from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, saved_index, view
+from ._jit import (
+    assigning,
+    bcast_offsets,
+    kernel,
+    parallel,
+    part,
+    saved,
+    saved_index,
+    scaled_into,
+    view,
+)
 from ._shapes import coalesce, numel, outer_inner, wrap_dim, wrap_dims
 from ._vmath import LOOP
 from .elementwise import maximum, minimum
@@ -69,12 +79,7 @@ def _sum_to_input(G, go, gi, ip, scale):
     assign = gi[1] == 1
     lo, hi = part(gi, 1, n)
     if mode == 0:
-        if assign:
-            for i in range(lo, hi):
-                grad_x[i] = scale * g[i]
-        else:
-            for i in range(lo, hi):
-                grad_x[i] += scale * g[i]
+        scaled_into(grad_x, g, scale, lo, hi, assign)
     elif mode == 2:  # two dims after coalescing: no index array
         d0, d1, s0, s1 = ip[3], ip[4], ip[5], ip[6]
         a0, a1 = part(gi, 1, d0)
@@ -88,13 +93,7 @@ def _sum_to_input(G, go, gi, ip, scale):
                     for b in range(d1):
                         row[b] += v
             else:  # the rows of grad (s1 == 1): unit-stride loops vectorise
-                gr = g[a * s0 : a * s0 + d1]
-                if assign:
-                    for b in range(d1):
-                        row[b] = scale * gr[b]
-                else:
-                    for b in range(d1):
-                        row[b] += scale * gr[b]
+                scaled_into(row, g[a * s0 : a * s0 + d1], scale, 0, d1, assign)
     elif mode == -1:
         v = scale * g[0]
         if assign:
@@ -556,9 +555,10 @@ def _logcumsumexp(x, axis):
 @numba.njit(**LOOP)
 def _cumsum_rows(x, result, size, inner, lo, hi):
     """Cumulative sums of the (outer, size, inner) C-order ``x`` along size, for outer rows
-    lo:hi, into ``result`` (both flat). Accumulates in float64 (as numpy's float32 cumsum
-    does not: float32 results are at least as accurate). numpy's cumsum along the last axis
-    took 4.0 ms at (1000, 1000) float64, torch's 0.8 ms (benchmarks/op_families.py)."""
+    lo:hi, into ``result`` (both flat). Contiguous scans (inner == 1) accumulate in float64,
+    so float32 results are at least as accurate as numpy's; strided ones add whole rows in
+    the array's dtype, as numpy does. numpy's cumsum along the last axis took 4.0 ms at
+    (1000, 1000) float64, torch's 0.8 ms (benchmarks/op_families.py)."""
     for o in range(lo, hi):
         b = o * size * inner
         if inner == 1:
