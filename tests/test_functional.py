@@ -68,6 +68,48 @@ def test_conv2d_float32_matches_torch_on_a_small_network(rng):
     np.testing.assert_allclose(W.grad.numpy(), tW.grad.numpy(), rtol=1e-4, atol=1e-4)
 
 
+_CONV_SHAPES = [
+    ((0, 3, 5, 5), (4, 3, 3, 3), {}),
+    ((2, 3, 5, 5), (4, 3, 3, 3), {"stride": 3}),
+    ((2, 3, 9, 8), (4, 3, 3, 2), {"stride": (2, 3), "padding": (3, 2), "dilation": (2, 1)}),
+    ((2, 4, 9, 8), (6, 2, 3, 3), {"groups": 2, "padding": 1}),
+    ((4, 9, 8), (6, 4, 3, 3), {"padding": "same"}),
+    ((3, 4, 20), (6, 2, 3), {"groups": 2, "padding": 2, "stride": 2, "dilation": 3}),
+    ((5, 3, 1, 1), (4, 3, 1, 1), {}),
+    ((2, 3, 5, 5), (4, 3, 5, 5), {"padding": 4}),
+    # several blocks of output rows per image, batch items over the intra-op threads
+    ((3, 2, 130, 140), (3, 2, 3, 3), {"padding": 1}),
+]
+
+
+@pytest.mark.parametrize("xs, ws, kw", _CONV_SHAPES)
+def test_conv_forward_and_vjp_match_torch_with_a_random_cotangent(rng, xs, ws, kw):
+    a, b = rng.standard_normal(xs), rng.standard_normal(ws)
+    f, tf = (F.conv1d, TF.conv1d) if len(ws) == 3 else (F.conv2d, TF.conv2d)
+    x, w = ng.tensor(a, requires_grad=True), ng.tensor(b, requires_grad=True)
+    tx, tw = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    y, ty = f(x, w, **kw), tf(tx, tw, **kw)
+    cot = rng.standard_normal(tuple(ty.shape))
+    y.backward(ng.tensor(cot))
+    ty.backward(torch.tensor(cot))
+    for ours, ref in [(y.detach(), ty), (x.grad, tx.grad), (w.grad, tw.grad)]:
+        np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_conv2d_records_one_convolution_node_as_torch():
+    y = F.conv2d(ng.ones(1, 2, 5, 5), ng.ones(3, 2, 3, 3, requires_grad=True))
+    assert y.grad_fn.name() == "ConvolutionBackward0"
+
+
+def test_conv2d_kernel_larger_than_padded_input_raises_with_sizes():
+    with pytest.raises(
+        RuntimeError,
+        match=r"conv2d\(\): Calculated padded input size per channel: "
+        r"\(4 x 6\)\. Kernel size: \(5 x 3\)",
+    ):
+        F.conv2d(ng.ones(1, 1, 2, 4), ng.ones(1, 1, 5, 3), padding=1)
+
+
 def test_binary_cross_entropy_input_outside_unit_interval_raises():
     with pytest.raises(RuntimeError, match="between 0 and 1"):
         F.binary_cross_entropy(ng.tensor([1.5]), ng.tensor([1.0]))

@@ -151,7 +151,9 @@ def test_masked_fill_and_pad_fill_values_get_no_gradient(rng):
     )
 
 
-@pytest.mark.parametrize("expr", ["b[7]", "b.reshape(3, 100)[1][2]", "b.reshape(3, 100)[2, 5]", "b[-1] * b[0]"])
+@pytest.mark.parametrize(
+    "expr", ["b[7]", "b.reshape(3, 100)[1][2]", "b.reshape(3, 100)[2, 5]", "b[-1] * b[0]"]
+)
 def test_integer_index_to_a_single_element_backward_does_not_segfault(expr):
     # numpy returns a scalar copy (not a view) for an all-integer index, and its address was
     # taken as the element's offset: backward wrote far outside the gradient buffer

@@ -291,7 +291,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: ae448222b425f52e
+# sources hash: 13cd6f870ba7338c
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul
@@ -366,65 +366,66 @@ _k81 = _OPS[80].backward  # solve
 _k82 = _OPS[81].backward  # softmax
 _k83 = _OPS[82].backward  # log_softmax
 _k84 = _OPS[83].backward  # logsumexp
-_k85 = _OPS[84].backward  # neg
-_k86 = _OPS[85].backward  # abs
-_k87 = _OPS[86].backward  # sqrt
-_k88 = _OPS[87].backward  # exp
-_k89 = _OPS[88].backward  # log
-_k90 = _OPS[89].backward  # log1p
-_k91 = _OPS[90].backward  # expm1
-_k92 = _OPS[91].backward  # sin
-_k93 = _OPS[92].backward  # cos
-_k94 = _OPS[93].backward  # tanh
-_k95 = _OPS[94].backward  # sigmoid
-_k96 = _OPS[95].backward  # relu
-_k97 = _OPS[96].backward  # softplus
-_k98 = _OPS[97].backward  # pow_scalar
-_k99 = _OPS[98].backward  # rpow
-_k100 = _OPS[99].backward  # pow
-_k101 = _OPS[100].backward  # clamp
-_k102 = _OPS[101].backward  # reciprocal
-_k103 = _OPS[102].backward  # rsqrt
-_k104 = _OPS[103].backward  # square
-_k105 = _OPS[104].backward  # exp2
-_k106 = _OPS[105].backward  # log2
-_k107 = _OPS[106].backward  # log10
-_k108 = _OPS[107].backward  # tan
-_k109 = _OPS[108].backward  # asin
-_k110 = _OPS[109].backward  # acos
-_k111 = _OPS[110].backward  # atan
-_k112 = _OPS[111].backward  # sinh
-_k113 = _OPS[112].backward  # cosh
-_k114 = _OPS[113].backward  # asinh
-_k115 = _OPS[114].backward  # acosh
-_k116 = _OPS[115].backward  # atanh
-_k117 = _OPS[116].backward  # erf
-_k118 = _OPS[117].backward  # erfc
-_k119 = _OPS[118].backward  # gelu
-_k120 = _OPS[119].backward  # silu
-_k121 = _OPS[120].backward  # elu
-_k122 = _OPS[121].backward  # leaky_relu
-_k123 = _OPS[122].backward  # hardtanh
-_k124 = _OPS[123].backward  # nan_to_num
-_k125 = _OPS[124].backward  # sign
-_k126 = _OPS[125].backward  # floor
-_k127 = _OPS[126].backward  # ceil
-_k128 = _OPS[127].backward  # trunc
-_k129 = _OPS[128].backward  # round
-_k130 = _OPS[129].backward  # atan2
-_k131 = _OPS[130].backward  # logaddexp
-_k132 = _OPS[131].backward  # hypot
-_k133 = _OPS[132].backward  # fmod
-_k134 = _OPS[133].backward  # remainder
-_k135 = _OPS[134].backward  # lerp
-_k136 = _OPS[135].backward  # addcmul
-_k137 = _OPS[136].backward  # addcdiv
+_k85 = _OPS[84].backward  # convolution
+_k86 = _OPS[85].backward  # neg
+_k87 = _OPS[86].backward  # abs
+_k88 = _OPS[87].backward  # sqrt
+_k89 = _OPS[88].backward  # exp
+_k90 = _OPS[89].backward  # log
+_k91 = _OPS[90].backward  # log1p
+_k92 = _OPS[91].backward  # expm1
+_k93 = _OPS[92].backward  # sin
+_k94 = _OPS[93].backward  # cos
+_k95 = _OPS[94].backward  # tanh
+_k96 = _OPS[95].backward  # sigmoid
+_k97 = _OPS[96].backward  # relu
+_k98 = _OPS[97].backward  # softplus
+_k99 = _OPS[98].backward  # pow_scalar
+_k100 = _OPS[99].backward  # rpow
+_k101 = _OPS[100].backward  # pow
+_k102 = _OPS[101].backward  # clamp
+_k103 = _OPS[102].backward  # reciprocal
+_k104 = _OPS[103].backward  # rsqrt
+_k105 = _OPS[104].backward  # square
+_k106 = _OPS[105].backward  # exp2
+_k107 = _OPS[106].backward  # log2
+_k108 = _OPS[107].backward  # log10
+_k109 = _OPS[108].backward  # tan
+_k110 = _OPS[109].backward  # asin
+_k111 = _OPS[110].backward  # acos
+_k112 = _OPS[111].backward  # atan
+_k113 = _OPS[112].backward  # sinh
+_k114 = _OPS[113].backward  # cosh
+_k115 = _OPS[114].backward  # asinh
+_k116 = _OPS[115].backward  # acosh
+_k117 = _OPS[116].backward  # atanh
+_k118 = _OPS[117].backward  # erf
+_k119 = _OPS[118].backward  # erfc
+_k120 = _OPS[119].backward  # gelu
+_k121 = _OPS[120].backward  # silu
+_k122 = _OPS[121].backward  # elu
+_k123 = _OPS[122].backward  # leaky_relu
+_k124 = _OPS[123].backward  # hardtanh
+_k125 = _OPS[124].backward  # nan_to_num
+_k126 = _OPS[125].backward  # sign
+_k127 = _OPS[126].backward  # floor
+_k128 = _OPS[127].backward  # ceil
+_k129 = _OPS[128].backward  # trunc
+_k130 = _OPS[129].backward  # round
+_k131 = _OPS[130].backward  # atan2
+_k132 = _OPS[131].backward  # logaddexp
+_k133 = _OPS[132].backward  # hypot
+_k134 = _OPS[133].backward  # fmod
+_k135 = _OPS[134].backward  # remainder
+_k136 = _OPS[135].backward  # lerp
+_k137 = _OPS[136].backward  # addcmul
+_k138 = _OPS[137].backward  # addcdiv
 
 _ASSIGNS = np.array(
     list(
         "0111111000000000000000000000000000000011000000001110000000000000"
-        "0000000000000000001101111111111111111111111111111111111111111111"
-        "111111100000000000000"
+        "0000000000000000001100111111111111111111111111111111111111111111"
+        "1111111100000000000000"
     ),
     np.int8,
 )
@@ -432,8 +433,8 @@ _ASSIGNS = np.array(
 _PARALLEL = np.array(
     list(
         "0111111000000000000000000000000000000011000000001110000000000000"
-        "0000000000000000001101111111111111111111111111111111111111111111"
-        "111111100000000000000"
+        "0000000000000000001100111111111111111111111111111111111111111111"
+        "1111111100000000000000"
     ),
     np.int8,
 )
@@ -1066,6 +1067,11 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k137(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k137(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 138:
+        if f32:
+            _k138(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k138(G64, G32, go, gi, V64, so, sa, ip, fp)
 
 
 # END GENERATED DISPATCH

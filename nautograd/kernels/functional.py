@@ -11,13 +11,13 @@ import numpy as np
 
 from .._random import generator
 from .elementwise import add, div, mul, sub, where
-from .index import gather, index_select, index_view, pad, windows
+from .index import gather, index_select, pad, windows
 from .linalg import matmul
-from .nn import log_softmax
+from .nn import convolution, log_softmax
 from .pointwise import abs_, clamp, exp, log, log1p, neg, relu, sqrt
 from .reduce import max_, mean, sum_, var
 from .registry import Case, defcomposite, defop
-from .shape import cat, permute, reshape, t
+from .shape import permute, reshape, t
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -575,32 +575,22 @@ def _conv(apply, nd, input, weight, bias=None, stride=1, padding=0, dilation=1, 
         raise NotImplementedError(
             f"{name}(): padding='same' with an even kernel extent is not supported"
         )
-    x = input
-    if any(pads):
-        x = apply(pad, x, pad=tuple(p for q in reversed(pads) for p in (q, q)))
-    dims = tuple(range(2, 2 + nd))
-    win = apply(windows, x, dims=dims, sizes=kernel, steps=stride, dilations=dilation)
-    out_sp = tuple(win.shape[2 : 2 + nd])
-    # (N, C, *out, *kernel) -> (N * prod(out), C * prod(kernel)) per group, times weight^T
-    perm = (0,) + tuple(range(2, 2 + nd)) + (1,) + tuple(range(2 + nd, 2 + 2 * nd))
-    Og = O // groups
-    outs = []
-    for g in range(groups):
-        wg = (
-            weight
-            if groups == 1
-            else apply(index_view, weight, index=(slice(g * Og, (g + 1) * Og),))
+    sizes = [n + 2 * p for n, p in zip(input.shape[2:], pads, strict=True)]
+    spans = [d * (k - 1) + 1 for k, d in zip(kernel, dilation, strict=True)]
+    if any(s < k for s, k in zip(sizes, spans, strict=True)):
+        raise RuntimeError(
+            f"{name}(): Calculated padded input size per channel: "
+            f"({' x '.join(map(str, sizes))}). Kernel size: ({' x '.join(map(str, spans))}). "
+            "Kernel size can't be greater than actual input size"
         )
-        xg = (
-            win
-            if groups == 1
-            else apply(index_view, win, index=(slice(None), slice(g * Cg, (g + 1) * Cg)))
-        )
-        cols = apply(reshape, apply(permute, xg, dims=perm), shape=(-1, Cg * int(np.prod(kernel))))
-        y = apply(matmul, cols, apply(t, apply(reshape, wg, shape=(Og, -1))))
-        y = apply(reshape, y, shape=(N,) + out_sp + (Og,))
-        outs.append(apply(permute, y, dims=(0, nd + 1) + tuple(range(1, nd + 1))))
-    y = outs[0] if groups == 1 else apply(cat, outs, dim=1)
+    x, w = input, weight
+    if nd == 1:  # a 2-D convolution of height 1
+        x = apply(reshape, x, shape=(N, C, 1, input.shape[2]))
+        w = apply(reshape, w, shape=(O, Cg, 1, kernel[0]))
+        stride, pads, dilation = (1,) + stride, (0,) + pads, (1,) + dilation
+    y = apply(convolution, x, w, stride=stride, padding=pads, dilation=dilation, groups=groups)
+    if nd == 1:
+        y = apply(reshape, y, shape=tuple(y.shape[:2]) + (y.shape[3],))
     if bias is not None:
         y = apply(add, y, apply(reshape, bias, shape=(1, O) + (1,) * nd))
     if unbatched:
