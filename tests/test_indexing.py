@@ -164,3 +164,15 @@ def test_integer_index_to_a_single_element_backward_does_not_segfault(expr):
         (eval(expr) * 2.0).backward()
         grads.append(b.grad.numpy())
     np.testing.assert_array_equal(grads[0], grads[1])
+
+
+def test_indexing_a_large_tensor_far_from_its_start_does_not_segfault():
+    # the index was checked on a fake array of x's shape over one byte of memory: an integer
+    # array index (numpy copies the selected fake elements) or an all-integer index (numpy
+    # reads the element) read ~200 MB past that byte and crashed the interpreter
+    x = ng.zeros(200000, 1000, requires_grad=True)
+    y = x[ng.tensor([199999, 5])]
+    (y.sum() + x[199999, 5] * 2.0 + x[-1].sum()).backward()
+    g = x.grad.numpy()
+    assert y.shape == (2, 1000)
+    assert g[199999, 5] == 4.0 and g[5].sum() == 1000.0 and g.sum() == 3002.0
