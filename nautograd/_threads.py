@@ -10,7 +10,6 @@ unary op's forward and gelu's go through ``elementwise``, softmax rows through
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -43,17 +42,85 @@ def set_num_threads(n):
         raise RuntimeError(f"set_num_threads expects a positive integer, got {n!r}")
     with _lock:
         _state["threads"] = n
-        pool, _state["pool"] = _state["pool"], None
-    if pool is not None:
-        pool.shutdown(wait=False)
+        team, _state["pool"] = _state["pool"], None
+    if team is not None:
+        team.close()
+
+
+class _Team:
+    """``workers`` daemon threads, each parked on a lock of its own: handing out parts costs
+    one lock release a worker and one acquire to wait for it. concurrent.futures'
+    ThreadPoolExecutor took ~40 us a hand-off (submit, a Future and its Condition), more than
+    a 10^6-element row sum takes (benchmarks/op_families.py "reduction(sum)")."""
+
+    def __init__(self, workers):
+        self.workers = workers
+        self.busy = threading.Lock()  # one caller at a time; others run their parts inline
+        self.go = [threading.Lock() for _ in range(workers)]  # held: worker k waits
+        self.done = [threading.Lock() for _ in range(workers)]  # held: worker k is not done
+        self.task = [None] * workers
+        self.error = [None] * workers
+        for k in range(workers):
+            self.go[k].acquire()
+            self.done[k].acquire()
+            threading.Thread(
+                target=self._loop, args=(k,), name=f"nautograd-{k}", daemon=True
+            ).start()
+
+    def _loop(self, k):
+        go, done = self.go[k], self.done[k]
+        while True:
+            go.acquire()
+            task = self.task[k]
+            if task is None:  # closed
+                return
+            fn, p = task
+            try:
+                fn(p)
+            except BaseException as e:  # handed to the caller
+                self.error[k] = e
+            done.release()
+
+    def run(self, fn, parts):
+        if not self.busy.acquire(blocking=False):  # another thread's parts (or nested)
+            for p in range(parts):
+                fn(p)
+            return
+        try:
+            used = min(parts - 1, self.workers)
+            for k in range(used):
+                self.task[k] = (fn, k + 1)
+                self.go[k].release()
+            try:
+                for p in range(used + 1, parts):  # more parts than workers: the caller's
+                    fn(p)
+                fn(0)
+            finally:
+                for k in range(used):
+                    self.done[k].acquire()
+                    self.task[k] = None
+            for k in range(used):
+                e, self.error[k] = self.error[k], None
+                if e is not None:
+                    raise e
+        finally:
+            self.busy.release()
+
+    def close(self):
+        with self.busy:
+            for k in range(self.workers):
+                self.task[k] = None
+                self.go[k].release()
 
 
 def _pool(workers):
     with _lock:
-        pool = _state["pool"]
-        if pool is None or pool._max_workers != workers:
-            pool = _state["pool"] = ThreadPoolExecutor(workers, thread_name_prefix="nautograd")
-        return pool
+        team = _state["pool"]
+        if team is None or team.workers != workers:
+            if team is not None:
+                team.close()
+            team = _state["pool"] = _Team(workers)
+        return team
 
 
 def _fill(f, src, dst, err, into):
@@ -114,11 +181,9 @@ def run_parts(fn, parts):
     """Call ``fn(p)`` for ``p`` in ``range(parts)``, at once on the intra-op threads (part 0
     on the calling thread), and wait for all of them: the chunks of ``elementwise`` and
     ``parallel_for``, the parts of a backward node (graph/scheduler.py). ``fn`` must release
-    the GIL to run in parallel."""
-    pool = _pool(get_num_threads() - 1)
-    futures = [pool.submit(fn, p) for p in range(1, parts)]
-    try:
+    the GIL to run in parallel. While another thread's parts run, the parts run one after
+    the other on the calling thread."""
+    if parts <= 1:
         fn(0)
-    finally:
-        for fut in futures:
-            fut.result()
+        return
+    _pool(get_num_threads() - 1).run(fn, parts)
