@@ -28,34 +28,54 @@ def _softmax_rows(xf, out, lo, hi, size, inner, log):
     # the exps go through out first so that their loop vectorises (_vmath.vexp), and the
     # max and the sum use four accumulators (a single one is bound by the add's latency)
     for o in range(lo, hi):
+        if inner == 1:  # contiguous rows: loops over row slices (from index 0) vectorise
+            b = o * size
+            xr = xf[b : b + size]
+            orow = out[b : b + size]
+            m = _row_max(xr, 0, size, 1)
+            if not np.isfinite(m):
+                m = 0.0
+            if log:  # the exps are only summed: no store, one pass less over memory
+                ls = math.log(_exp_sum(xr, xr, m, False))
+                for i in range(size):
+                    orow[i] = xr[i] - m - ls
+            else:
+                r = 1.0 / _exp_sum(xr, orow, m, True)
+                for i in range(size):
+                    orow[i] = orow[i] * r
+            continue
         for c in range(inner):
             base = o * size * inner + c
             m = _row_max(xf, base, size, inner)
             if not np.isfinite(m):
                 m = 0.0
-            if inner == 1:  # contiguous rows: loops over row slices vectorise best
-                xr = xf[base : base + size]
-                orow = out[base : base + size]
-                for i in range(size):
-                    orow[i] = vexp(np.float64(xr[i]) - m)
-            else:
-                for j in range(size):
-                    out[base + j * inner] = vexp(np.float64(xf[base + j * inner]) - m)
+            for j in range(size):
+                out[base + j * inner] = vexp(np.float64(xf[base + j * inner]) - m)
             s = _row_sum(out, base, size, inner)
             if log:
                 ls = math.log(s)
-                if inner == 1:
-                    xr = xf[base : base + size]
-                    orow = out[base : base + size]
-                    for i in range(size):
-                        orow[i] = xr[i] - m - ls
-                else:
-                    for j in range(size):
-                        out[base + j * inner] = xf[base + j * inner] - m - ls
+                for j in range(size):
+                    out[base + j * inner] = xf[base + j * inner] - m - ls
             else:
                 r = 1.0 / s
                 for j in range(size):
                     out[base + j * inner] = out[base + j * inner] * r
+
+
+@numba.njit(**dict(LOOP, fastmath={"reassoc", "contract"}))
+def _exp_sum(xr, orow, m, store):
+    # sum_i exp(x_i - m) (stored into orow when ``store``): reassoc lets LLVM vectorise the
+    # sum (many partial sums: no less accurate than the four in _row_sum)
+    s = 0.0
+    if store:
+        for i in range(xr.size):
+            e = vexp(np.float64(xr[i]) - m)
+            orow[i] = e
+            s += e
+    else:
+        for i in range(xr.size):
+            s += vexp(np.float64(xr[i]) - m)
+    return s
 
 
 @numba.njit(inline="always")
