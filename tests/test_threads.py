@@ -1,6 +1,8 @@
 """Intra-op threads (ng.set_num_threads) and the vectorised forward loops (kernels/_vmath.py):
 large inputs, split over threads, give torch's values and gradients."""
 
+import threading
+
 import numpy as np
 import pytest
 import torch
@@ -95,3 +97,54 @@ def test_large_softmax_over_threads_matches_torch(two_threads, shape, dim):
         yt.backward(torch.tensor(g0))
         assert np.allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-13)
         assert np.allclose(x.grad.numpy(), xt.grad.numpy(), rtol=1e-11, atol=1e-12)
+
+
+def test_parts_run_on_other_threads_and_a_part_error_reaches_the_caller(two_threads):
+    from nautograd._threads import run_parts
+
+    seen = {}
+
+    def record(p):
+        seen[p] = threading.get_ident()
+
+    run_parts(record, 3)  # more parts than workers: the caller runs the extra one
+    assert sorted(seen) == [0, 1, 2]
+    assert seen[0] == threading.get_ident() and seen[1] != seen[0]
+
+    def fail(p):
+        if p == 1:
+            raise ValueError("part 1 failed")
+
+    with pytest.raises(ValueError, match="part 1 failed"):
+        run_parts(fail, 2)
+    run_parts(record, 2)  # the team is usable after an error
+
+
+def test_parts_from_two_threads_at_once_all_run(two_threads):
+    # a second caller (or a nested one) runs its parts inline instead of waiting for the team
+    from nautograd._threads import run_parts
+
+    done = []
+
+    def outer(p):
+        run_parts(lambda q: done.append((p, q)), 2)
+
+    threads = [threading.Thread(target=run_parts, args=(outer, 2)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(done) == sorted([(p, q) for p in range(2) for q in range(2)] * 3)
+
+
+def test_large_sums_over_threads_match_torch(two_threads, rng):
+    a = rng.standard_normal((300, 700))
+    for dim in (1, 0, None, (0, 1)):
+        for dtype in (np.float64, np.float32):
+            x = ng.tensor(a.astype(dtype))
+            t = torch.tensor(a.astype(dtype))
+            tol = 1e-12 if dtype == np.float64 else 1e-4
+            for f in ("sum", "mean"):
+                ours = getattr(x, f)() if dim is None else getattr(x, f)(dim)
+                ref = getattr(t, f)() if dim is None else getattr(t, f)(dim)
+                np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=tol, atol=tol)
