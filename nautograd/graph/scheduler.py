@@ -291,7 +291,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: acbb40ed22c1eeab
+# sources hash: 53d6b477defd928b
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul
@@ -432,7 +432,7 @@ _ASSIGNS = np.array(
 
 _PARALLEL = np.array(
     list(
-        "0111111000000000000000000000000000000011000000001110000000000000"
+        "0111111000000000000000000000000000000011111111101110011000000000"
         "0000000000000000001100111111111111111111111111111111111111111111"
         "1111111100000000000000"
     ),

@@ -240,9 +240,11 @@ def _pos(pos, ident, i):
     return i if ident else pos[i]
 
 
+@parallel
 @kernel
 def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
     # ip = (outer, k, ident, code); fp = (p,); saved (xg (outer, k), result (outer,)[, pos])
+    # every element of x is in one group: the parts (_jit.parallel) take groups lo:hi
     if gi[0] < 0:
         return
     outer, k, ident, code = ip[0], ip[1], ip[2], ip[3]
@@ -253,7 +255,8 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
     xg = saved(V, so, sa, 0, n)
     result = saved(V, so, sa, 1, outer)
     pos = saved_index(sa, 2, n) if ident == 0 else sa[:0]
-    for o in range(outer):
+    lo, hi = part(gi, 1, outer)
+    for o in range(lo, hi):
         base = o * k
         r = result[o]
         go_ = g[o]
@@ -295,10 +298,7 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
         elif code == VAR or code == STD:
             # var = sum (x - mean)^2 / (k - c): d/dx_i = 2 (x_i - mean) / (k - c);
             # std = sqrt(var): d/dx_i = (x_i - mean) / ((k - c) std), 0 where std == 0 (torch)
-            mean = 0.0
-            for t in range(k):
-                mean += xg[base + t]
-            mean /= k
+            mean = _sum_range(xg, base, base + k) / k
             denom = k - p
             if code == VAR:
                 scale = 2.0 * go_ / denom
@@ -306,8 +306,14 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 continue
             else:
                 scale = go_ / (denom * r)
-            for t in range(k):
-                grad_x[_pos(pos, ident, base + t)] += scale * (xg[base + t] - mean)
+            xr = xg[base : base + k]
+            if ident:  # slices from index 0: the loop vectorises (see _sum_range)
+                gr = grad_x[base : base + k]
+                for t in range(k):
+                    gr[t] += scale * (xr[t] - mean)
+            else:
+                for t in range(k):
+                    grad_x[pos[base + t]] += scale * (xr[t] - mean)
         elif code == NORM:
             # ||x||_p: d/dx_i = x_i |x_i|^(p-2) / ||x||^(p-1), 0 where the norm is 0 (torch)
             if r == 0:
