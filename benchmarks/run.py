@@ -201,16 +201,24 @@ def run_workload(per_peer, reps, bar=None):
                 cost[p] = time.perf_counter() - t
             else:
                 if cost[p] <= SLOW_S:
-                    # BLAS/OpenMP worker threads spin for a while after a call: one untimed
-                    # step first, so each library is timed with its own pools active rather
-                    # than the other's still holding the cores (a sleep instead let torch's
-                    # OpenMP workers fall asleep: 80 ms wake-ups)
+                    # BLAS/OpenMP worker threads spin for a while after a call: wait them out
+                    # (busy: a sleep lets the VM park the core), then one untimed step, so
+                    # each library is timed with its own pools active rather than the
+                    # other's still holding the cores (a sleep alone let torch's OpenMP
+                    # workers fall asleep: 80 ms wake-ups)
+                    _busy_wait(0.01)
                     run(states[p])
                 times[p].append(_timeit(run, states[p]))
                 cost[p] = times[p][-1]
             if bar:
                 bar.update()
     return {p: _summary(times[p], first[p]) for p in per_peer}
+
+
+def _busy_wait(seconds):
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def ratios(summary):
