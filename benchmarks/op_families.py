@@ -19,6 +19,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.dirname(HERE))
 
+from benchmarks.run import busy_wait  # noqa: E402
+
 
 def _width(n):
     return {16: 16, 10_000: 100}.get(n, 1000)
@@ -75,12 +77,6 @@ def families(lib):
     }
 
 
-def _busy_wait(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
-
-
 def _inner(n):
     return 200 if n <= 16 else (20 if n <= 10_000 else 1)
 
@@ -133,7 +129,7 @@ def run(sizes, reps, only=None, threads=None, split=False):
                     # its wake-up), then one untimed call wakes this library's own pools.
                     # Measured: log_softmax at 10^6, nautograd 5.5 ms alone, 7.5 ms right
                     # after a torch call, 5.6 ms with OMP_WAIT_POLICY=PASSIVE.
-                    _busy_wait(0.01)
+                    busy_wait(0.01)
                     call()
                     backward[ln] = 0.0
                     t = time.perf_counter()

@@ -215,7 +215,7 @@ def run_workload(per_peer, reps, bar=None):
                     # each library is timed with its own pools active rather than the
                     # other's still holding the cores (a sleep alone let torch's OpenMP
                     # workers fall asleep: 80 ms wake-ups)
-                    _busy_wait(0.01)
+                    busy_wait(0.01)
                     run(states[p])
                 times[p].append(_timeit(run, states[p]))
                 cost[p] = times[p][-1] if len(times[p]) == 1 else min(cost[p], times[p][-1])
@@ -224,7 +224,9 @@ def run_workload(per_peer, reps, bar=None):
     return {p: _summary(times[p], first[p]) for p in per_peer}
 
 
-def _busy_wait(seconds):
+def busy_wait(seconds):
+    """Spin for ``seconds``: lets another library's spinning worker threads settle without
+    letting the VM park this core (as a sleep would)."""
     end = time.perf_counter() + seconds
     while time.perf_counter() < end:
         pass

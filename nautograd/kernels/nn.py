@@ -24,9 +24,10 @@ def _softmax_loop(x, outer, size, inner, log):
 @numba.njit(**LOOP)
 def _softmax_rows(xf, out, lo, hi, size, inner, log):
     # y = exp(x - max) / sum(exp(x - max)) along the middle axis of (outer, size, inner);
-    # log: x - max - log(sum(exp(x - max))). One compiled pass instead of six numpy calls;
-    # the exps go through out first so that their loop vectorises (_vmath.vexp), and the
-    # max and the sum use four accumulators (a single one is bound by the add's latency)
+    # log: x - max - log(sum(exp(x - max))). One compiled pass instead of six numpy calls.
+    # Contiguous rows sum their exps in _exp_sum (vectorised; log_softmax does not store
+    # them); strided rows store the exps in out, then sum them with four accumulators (a
+    # single one is bound by the add's latency)
     for o in range(lo, hi):
         if inner == 1:  # contiguous rows: loops over row slices (from index 0) vectorise
             b = o * size
@@ -418,12 +419,12 @@ def convolution_backward(G, G2, go, gi, V, so, sa, ip, fp):
                     gm[o * m : (o + 1) * m] = g[b : b + m]
                 gm2 = gm.reshape((Og, m))
                 c = cols[: CgK * m]
+                c2 = c.reshape((CgK, m))  # the same memory, as a matrix
                 if gi[1] >= 0:
                     _im2col(x, xo, ip, oh0, oh1, c, True)
-                    grad_wg += np.dot(gm2, c.reshape((CgK, m)).T)
+                    grad_wg += np.dot(gm2, c2.T)
                 if gi[0] >= 0:
-                    c2 = c.reshape((CgK, m))
-                    np.dot(wg.T, gm2, c2)
+                    np.dot(wg.T, gm2, c2)  # the windows' gradient, into the same columns
                     _im2col(view(G, gi[0], N * C * H * W), xo, ip, oh0, oh1, c, False)
         if gi[1] >= 0:
             grad_w = view(G, gi[1] + gr * Og * CgK, Og * CgK)

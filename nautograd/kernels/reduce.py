@@ -120,7 +120,7 @@ def _mean_forward(x, dim=None, keepdim=False):
     dims, out_shape, ip = _reduce_params("mean", x.shape, dim, keepdim)
     count = numel([x.shape[d] for d in dims])
     scale = 1.0 / count if count else float("nan")
-    if count and x.dtype.kind == "f" and x.flags.c_contiguous:
+    if count and x.dtype.kind == "f":  # (_sum falls back to numpy's for other layouts)
         result = _sum(x, dims, keepdim, ip) / x.dtype.type(count)
     else:
         result = np.mean(x, axis=dims, keepdims=keepdim) if dims else x.copy()
