@@ -144,10 +144,10 @@ class Tensor:
         """The node that produced this tensor (None for leaves)."""
         if self._h < 0:
             return None
-        from .autograd.graph import Node
+        from .autograd.graph import make_node
 
         tape = self._tape
-        return Node(tape, tape.h2node[self._h])
+        return make_node(tape, tape.h2node[self._h])
 
     @property
     def grad(self):

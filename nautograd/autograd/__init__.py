@@ -2,6 +2,7 @@
 
 from . import graph  # noqa: F401
 from .engine import backward, grad
+from .function import Function, FunctionCtx, once_differentiable
 from .grad_mode import (
     enable_grad,
     inference_mode,
@@ -12,6 +13,9 @@ from .grad_mode import (
 )
 
 __all__ = [
+    "Function",
+    "FunctionCtx",
+    "once_differentiable",
     "backward",
     "grad",
     "no_grad",

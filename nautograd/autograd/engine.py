@@ -7,7 +7,7 @@ import numpy as np
 
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
-from ..graph.tape import ACC, F32, RELEASED, current_tape
+from ..graph.tape import ACC, F32, OP_PYTHON, RELEASED, current_tape
 from ..tensor import Tensor, _accumulator, _wrap
 
 _RELEASED_MSG = (
@@ -132,6 +132,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
         OWN_BUFFER if own_leaves else np.iinfo(np.int64).max,
     )
     G64, G32, owned = tape.grad_arenas(n64, n32)
+    tape.running += 1  # no compaction while Python nodes may record (see Tape.reserve)
     try:
         flags, out_ptr = tape.flags, tape.out_ptr
         if tape.versions:
@@ -143,6 +144,11 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
             G64.fill(0)
             G32.fill(0)
             fresh = np.zeros(len(buf_off), np.int8)
+            # a custom Function's output no consumer wrote is an undefined gradient (None
+            # without materialize_grads): keep its "not written" mark though it reads as 0
+            for node in tape.functions:
+                if node < n and state[node] == 1:
+                    fresh[out_ptr[node] : out_ptr[node + 1]] = 1
         else:
             fresh = np.ones(len(buf_off), np.int8)
         alias = _root_alias(tape, root_edges, root_grads, target_edges)
@@ -200,6 +206,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
         head = (retain, state, slot, fresh, tape.out_numel, G64, G32)
         parts = get_num_threads()
         pend = np.empty(_PEND, np.int64)
+        op = tape.op
         while True:
             status = scheduler.run(start, *head, *columns, skip_py, parts, pend, -1)
             if status == scheduler.DONE:
@@ -222,9 +229,21 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
                     flags[node] |= RELEASED
                 start, skip_py = node - 1, False
                 continue
-            # a Python node: run its tensor hooks on its gradient buffers, then run it natively
-            _run_tensor_hooks(tape, hooks.get(status), status, buf_off, G64, G32)
-            start, skip_py = status, True
+            # a Python node: its tensor hooks run on its gradient buffers; then a custom
+            # Function's backward runs here, any other node natively
+            node = status
+            ctx = tape.obj[node] if not flags[node] & ACC and op[node] == OP_PYTHON else None
+            if ctx is None or node in hooks:
+                _materialize_outputs(tape, node, fresh, buf_off, G64, G32)
+                _run_tensor_hooks(tape, hooks.get(node), node, buf_off, G64, G32)
+            if ctx is None:
+                start, skip_py = node, True
+                continue
+            _run_function(tape, node, ctx, state, slot, fresh, G64, G32)
+            if not retain:
+                flags[node] |= RELEASED
+                ctx._release()
+            start, skip_py = node - 1, False
         if not retain and tape.heavy:
             keep = []
             for node in tape.heavy:
@@ -237,6 +256,8 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
     except BaseException:
         tape.release_grad_arenas(owned)
         raise
+    finally:
+        tape.running -= 1
     return tape, state, buf_off, G64, G32, target_edges, (tails, leaves, own), owned
 
 
@@ -304,6 +325,39 @@ def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
     off = buf_off[tape.out_ptr[node] + k]
     G = G32 if tape.flags[node] & F32 else G64
     return G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+
+
+def _materialize_outputs(tape, node, fresh, buf_off, G64, G32):
+    """Zero the output buffers of ``node`` that no consumer wrote, before Python reads them."""
+    G = G32 if tape.flags[node] & F32 else G64
+    for o in range(tape.out_ptr[node], tape.out_ptr[node + 1]):
+        if fresh[o]:
+            off = buf_off[o]
+            G[off : off + tape.out_numel[o]] = 0
+            fresh[o] = 0
+
+
+def _run_function(tape, node, ctx, state, slot, fresh, G64, G32):
+    """A custom Function's node: its backward on the gradients of its outputs (None where no
+    consumer wrote one), the results added into the buffers of its inputs' nodes."""
+    flags, out_ptr, out_numel = tape.flags, tape.out_ptr, tape.out_numel
+    G = G32 if flags[node] & F32 else G64
+    grads = []
+    for o in range(out_ptr[node], out_ptr[node + 1]):
+        if fresh[o]:
+            grads.append(None)
+        else:
+            grads.append(scheduler.read_buffer(G, slot[o], out_numel[o]))
+    results = ctx._run_backward(grads)
+    e0 = tape.edge_ptr[node]
+    for j, g in enumerate(results):
+        c = int(tape.edge_node[e0 + j])
+        if g is None or c < 0 or not state[c]:
+            continue
+        o = out_ptr[c] + tape.edge_input_nr[e0 + j]
+        Gc = G32 if flags[c] & F32 else G64
+        scheduler.write_buffer(Gc, slot[o], g.reshape(-1), bool(fresh[o]))
+        fresh[o] = 0
 
 
 def _run_tensor_hooks(tape, per_output, node, buf_off, G64, G32):

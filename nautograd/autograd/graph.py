@@ -1,7 +1,14 @@
 """Graph inspection: the ``grad_fn`` node objects."""
 
-from ..graph.tape import ACC, OP_ACCUMULATE_GRAD
+from ..graph.tape import ACC, OP_ACCUMULATE_GRAD, PY
 from ..kernels import OPS
+
+
+def make_node(tape, node):
+    """The ``grad_fn`` object of tape row ``node``: a ``<Function>Backward`` object for a
+    custom Function's node, a ``Node`` otherwise."""
+    cls = getattr(tape.obj[node], "_node_cls", None)
+    return (cls or Node)(tape, node)
 
 
 class Node:
@@ -25,7 +32,10 @@ class Node:
         return self._tape.h2node[self._h]
 
     def name(self):
-        op = int(self._tape.op[self._node])
+        tape, i = self._tape, self._node
+        op = int(tape.op[i])
+        if op == OP_ACCUMULATE_GRAD and tape.flags[i] & PY and not tape.flags[i] & ACC:
+            return type(tape.obj[i]).__name__  # a custom Function: <Function>Backward
         if op == OP_ACCUMULATE_GRAD:
             return "torch::autograd::AccumulateGrad"
         return OPS[op - 1].node_name
@@ -36,7 +46,7 @@ class Node:
         out = []
         for e in range(tape.edge_ptr[i], tape.edge_ptr[i + 1]):
             c = int(tape.edge_node[e])
-            out.append((None, 0) if c < 0 else (Node(tape, c), int(tape.edge_input_nr[e])))
+            out.append((None, 0) if c < 0 else (make_node(tape, c), int(tape.edge_input_nr[e])))
         return tuple(out)
 
     @property
@@ -57,3 +67,16 @@ class Node:
     def __repr__(self):
         name = self.name().split("::")[-1]
         return f"<{name} object at {hex(id(self))}>"
+
+
+class PyNode(Node):
+    """The node of a custom Function call. Attributes not found here are read from the
+    Function's ``ctx`` (``grad_fn.saved_tensors``, what forward stored on ctx), as torch's
+    grad_fn is the ctx itself. Each Function has a subclass named ``<Function>Backward``."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self._tape.obj[self._node], name)

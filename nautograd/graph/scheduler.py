@@ -157,6 +157,24 @@ def _zero(G64, G32, f32, slot, n):
         view(G64, slot, n)[:] = 0
 
 
+@numba.njit(cache=True)
+def read_buffer(G, slot, n):
+    """A copy of the gradient buffer at ``slot`` (``n`` elements of ``G``'s dtype): what a
+    Python node (custom Function) receives."""
+    return view(G, slot, n).copy()
+
+
+@numba.njit(cache=True)
+def write_buffer(G, slot, values, assign):
+    """Deliver a Python node's gradient ``values`` into the buffer at ``slot``: store into a
+    fresh (uninitialised) buffer, add into one another node already wrote."""
+    b = view(G, slot, len(values))
+    if assign:
+        b[:] = values
+    else:
+        b += values
+
+
 @numba.njit(cache=True, nogil=True)
 def run(
     start,
@@ -232,6 +250,11 @@ def run(
             if state[i] != 1 or f & ACC:
                 i -= 1
                 continue
+            # Python first sees a PY node's outputs with ``fresh`` intact: an output no
+            # consumer wrote is an undefined gradient (None for a custom Function that does
+            # not materialize grads); Python zeroes what it reads
+            if f & PY and not (skip_py and i == start):
+                return i
             # a buffer no consumer wrote (all of them skip this input) reads as zeros
             work = 0
             for o in range(out_ptr[i], out_ptr[i + 1]):
@@ -239,8 +262,6 @@ def run(
                 if fresh[o]:
                     _zero(G64, G32, f & F32, slot[o], out_numel[o])
                     fresh[o] = 0
-            if f & PY and not (skip_py and i == start):
-                return i
             if f & RELEASED and f & HAS_SAVED:
                 return ERR_RELEASED - i
             e0 = edge_ptr[i]
@@ -291,7 +312,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 1810cd0de98c56ec
+# sources hash: fd153d861b46a5c5
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul

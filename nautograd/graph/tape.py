@@ -40,7 +40,10 @@ PY = 4  # the scheduler hands this node to Python (hooks, custom Functions)
 ACC = 8  # AccumulateGrad: writes the gradient of a leaf into its .grad
 HAS_SAVED = 16  # the node saved values (so running it after release is an error)
 
+# opcode 0 has no kernel: AccumulateGrad nodes (flag ACC) and nodes that run in Python only
+# (flag PY without ACC: custom Functions, autograd/function.py)
 OP_ACCUMULATE_GRAD = 0
+OP_PYTHON = 0
 SMALL = 16  # saved values up to this many elements are copied into the value arena
 
 
@@ -203,9 +206,11 @@ class Tape:
         self.retained = {}  # node -> {output_nr: weakref to a tensor that retains grad}
         self.hooks = {}  # node -> {output_nr: (shape, [hook, ...])}: tensor hooks (PY nodes)
         self.versions = {}  # node -> [(version counter, saved version, shape, dtype), ...]
+        self.functions = []  # nodes of custom Functions (record_python)
         self._g64 = np.zeros(0, np.float64)
         self._g32 = np.zeros(0, np.float32)
         self._arenas_busy = False
+        self.running = 0  # backward calls in progress on this tape (no compaction meanwhile)
         self._new_pending()
 
     def grad_arenas(self, n64, n32):
@@ -255,7 +260,8 @@ class Tape:
             return
         self.flush()
         # many nodes but few live handles: most of the tape is unreachable, sweep it
-        if self.n >= 1024 and self.live < self.n // 4:
+        # (not while a backward walks the columns: a Python node may record and reserve)
+        if self.n >= 1024 and self.live < self.n // 4 and not self.running:
             self.compact()
             if self.n + k < len(self.op) * 3 // 4:
                 return
@@ -394,6 +400,15 @@ class Tape:
         self.obj[i] = weakref.ref(leaf)
         return i
 
+    def record_python(self, ctx, f32, enodes, enrs, out_numels):
+        """A node whose backward runs in Python (a custom Function's ``ctx``, kept in ``obj``):
+        flagged PY, with no kernel."""
+        i = self.record(OP_PYTHON, f32, enodes, enrs, out_numels, (), (), ())
+        self._rows[-len(_ROW) + 1] |= PY
+        self.obj[i] = ctx
+        self.functions.append(i)
+        return i
+
     # -- handles --------------------------------------------------------------------------
 
     def new_handle(self, node):
@@ -425,6 +440,7 @@ class Tape:
         self.retained = {}
         self.hooks = {}
         self.versions = {}
+        self.functions = []
         self.h2node = []
         self.free_h = []
         self._new_pending()
@@ -447,6 +463,7 @@ class Tape:
         self.retained = {int(newid[k]): v for k, v in self.retained.items() if newid[k] >= 0}
         self.hooks = {int(newid[k]): v for k, v in self.hooks.items() if newid[k] >= 0}
         self.versions = {int(newid[k]): v for k, v in self.versions.items() if newid[k] >= 0}
+        self.functions = [int(newid[i]) for i in self.functions if newid[i] >= 0]
         ids = newid.tolist()
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]
         self._new_pending()

@@ -1,0 +1,440 @@
+"""Custom autograd Functions (``torch.autograd.Function``): forward and backward in Python.
+
+A Function's node is a tape row flagged PY whose opcode has no kernel (``OP_PYTHON``): the
+compiled scheduler hands it back to Python in heap order (graph/scheduler.py ``run``), the
+engine reads the node's output gradients, calls ``backward`` through ``_run_backward`` here
+and delivers what it returns into the buffers of the node's inputs (autograd/engine.py). The
+context object ``ctx`` lives in the tape's ``obj`` entry of the node, so it dies with the node
+(tape reset or compaction) and no tensor refers back to it.
+
+Semantics and error texts are torch 2.13's (reference/pytorch_autograd.md, section H).
+"""
+
+import functools
+import inspect
+import warnings
+
+import numpy as np
+
+from ..graph.tape import current_tape
+from ..tensor import Tensor, _accumulator, _wrap
+from .grad_mode import _state as _grad_state
+from .grad_mode import no_grad
+from .graph import PyNode
+
+_RELEASED_MSG = (
+    "Trying to backward through the graph a second time (or directly access saved tensors "
+    "after they have already been freed). Saved intermediate values of the graph are freed "
+    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
+    "backward through the graph a second time or if you need to access saved tensors after "
+    "calling backward."
+)
+
+
+class FunctionCtx:
+    """The ``ctx`` a Function's ``forward``/``setup_context`` and ``backward`` receive.
+
+    Its class is ``<Function>Backward`` (as torch's), and any attribute set on it in forward
+    is there in backward.
+    """
+
+    _saved = None  # tuple of (tensor or None, version counter, version) once saved
+    _released = False
+    _dirty = ()
+    _non_differentiable = ()
+    materialize_grads = True
+    needs_input_grad = ()
+
+    def save_for_backward(self, *tensors):
+        """Save tensors (or None) for ``backward``; read them back as ``ctx.saved_tensors``."""
+        for t in tensors:
+            if t is not None and not isinstance(t, Tensor):
+                raise TypeError(
+                    "save_for_backward can only save variables, but argument "
+                    f"{tensors.index(t)} is of type {type(t).__name__}"
+                )
+        self._to_save = tensors
+
+    @property
+    def saved_tensors(self):
+        """The tensors given to ``save_for_backward``, version-checked (torch's unpack)."""
+        if self._released:
+            raise RuntimeError(_RELEASED_MSG)
+        if self._saved is None:
+            return tuple(getattr(self, "_to_save", ()))
+        out = []
+        for t, vc, version in self._saved:
+            if t is not None and vc[0] != version:
+                kind = "Float" if t._data.dtype == np.float32 else "Double"
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified "
+                    f"by an inplace operation: [torch.{kind}Tensor {list(t.shape)}] is at "
+                    f"version {vc[0]}; expected version {version} instead. Hint: enable "
+                    "anomaly detection to find the operation that failed to compute its "
+                    "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+                )
+            out.append(t)
+        return tuple(out)
+
+    @property
+    def saved_variables(self):
+        warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, 2)
+        return self.saved_tensors
+
+    def mark_dirty(self, *args):
+        """Mark input tensors that ``forward`` modified in place (they must be returned)."""
+        self._dirty = args
+
+    def mark_non_differentiable(self, *args):
+        """Mark outputs that are not differentiable: they do not require grad, and backward
+        receives zeros (or None, see ``set_materialize_grads``) for them."""
+        self._non_differentiable = args
+
+    def set_materialize_grads(self, value):
+        """``False``: gradients of outputs no one used arrive in backward as None, not zeros."""
+        self.materialize_grads = bool(value)
+
+    # -- engine side ----------------------------------------------------------------------
+
+    def _release(self):
+        """Free the saved tensors (a backward without retain_graph ran this node)."""
+        if self._saved:  # a node that saved nothing can run again, as in torch
+            self._saved = ()
+            self._released = True
+
+    def _run_backward(self, grads):
+        """Call the Function's backward on ``grads`` (one array or None per differentiable
+        output, None: no consumer wrote it) and return one validated array or None per
+        tensor input, shaped and typed as that input."""
+        cls = self._forward_cls
+        backward = _backward_of(cls)
+        full = []
+        for k, shape, dtype in self._outputs:
+            if dtype is None:  # not a tensor
+                full.append(None)
+                continue
+            g = grads[k] if k >= 0 else None
+            if g is None:
+                full.append(_wrap(np.zeros(shape, dtype)) if self.materialize_grads else None)
+            else:
+                full.append(_wrap(g.reshape(shape)))
+        with no_grad():
+            result = backward(self, *full)
+        if not isinstance(result, tuple):
+            result = (result,)
+        name = type(self).__name__
+        n_in = len(self._inputs)
+        if len(result) < n_in or any(g is not None for g in result[n_in:]):
+            raise RuntimeError(
+                f"function {name} returned an incorrect number of gradients "
+                f"(expected {n_in}, got {len(result)})"
+            )
+        out = []
+        for j, info in enumerate(self._inputs):
+            g = result[j]
+            if info is None:
+                if g is not None:
+                    raise RuntimeError(
+                        f"function {name} returned a gradient different than None at position "
+                        f"{j + 1}, but the corresponding forward input was not a Variable"
+                    )
+                continue
+            index, shape, dtype, needed = info
+            if g is None or not needed:
+                out.append(None)
+                continue
+            if not isinstance(g, Tensor):
+                raise RuntimeError(f"expected Variable or None (got {type(g).__name__})")
+            a = g._data
+            if a.shape != shape:
+                if not _expandable(shape, a.shape):
+                    raise RuntimeError(
+                        f"Function {name} returned an invalid gradient at index {index} - got "
+                        f"{list(a.shape)} but expected shape compatible with {list(shape)}"
+                    )
+                a = _sum_to(a, shape)
+            out.append(np.ascontiguousarray(a, dtype=dtype))
+        return out
+
+
+def _expandable(shape, to):
+    """Whether ``shape`` broadcasts to ``to`` (torch's is_expandable_to)."""
+    if len(shape) > len(to):
+        return False
+    for a, b in zip(reversed(shape), reversed(to), strict=False):
+        if a != b and a != 1:
+            return False
+    return True
+
+
+def _sum_to(a, shape):
+    """Sum the broadcast gradient ``a`` down to ``shape`` (torch's sum_to)."""
+    lead = a.ndim - len(shape)
+    if lead:
+        a = a.sum(axis=tuple(range(lead)))
+    dims = tuple(d for d, n in enumerate(shape) if n == 1 and a.shape[d] != 1)
+    return a.sum(axis=dims, keepdims=True) if dims else a
+
+
+class BackwardCFunction(FunctionCtx):
+    """Base of every ``<Function>Backward`` context class."""
+
+    _forward_cls = None
+
+
+def _backward_of(cls):
+    own_backward = cls.backward is not Function.backward
+    own_vjp = cls.vjp is not Function.vjp
+    if own_backward and own_vjp:
+        raise RuntimeError(
+            "Implementing both 'backward' and 'vjp' for a custom Function is not allowed. You "
+            "should only implement one of them."
+        )
+    if not (own_backward or own_vjp):
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD."
+        )
+    return cls.backward if own_backward else cls.vjp
+
+
+class FunctionMeta(type):
+    """Gives every Function subclass its ``<Name>Backward`` context class, as torch does."""
+
+    def __init__(cls, name, bases, attrs):
+        node_cls = type(name + "Backward", (PyNode,), {"__slots__": ()})
+        cls._backward_cls = type(
+            name + "Backward", (BackwardCFunction,), {"_forward_cls": cls, "_node_cls": node_cls}
+        )
+        super().__init__(name, bases, attrs)
+
+
+class Function(metaclass=FunctionMeta):
+    """Base class for operations with a hand-written backward (``torch.autograd.Function``).
+
+    Subclass it with static methods and call ``MyFunction.apply(*args)``::
+
+        class Exp(ng.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                result = x.exp()
+                ctx.save_for_backward(result)
+                return result
+
+            @staticmethod
+            def backward(ctx, grad):
+                (result,) = ctx.saved_tensors
+                return grad * result
+
+    ``forward`` runs with grad mode off; its tensor results become the outputs of one graph
+    node whose backward is ``backward`` (returning one gradient or None per forward input).
+    ``forward(*args)`` plus ``setup_context(ctx, inputs, output)`` is the other accepted form.
+    """
+
+    def __init__(self, *args, **kwargs):
+        warnings.warn(
+            f"{self.__class__} should not be instantiated. Methods on autograd functions are "
+            "all static, so you should invoke them on the class itself. Instantiating an "
+            "autograd function will raise an error in a future version of PyTorch.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(
+            "Legacy autograd function with non-static forward method is deprecated. Please use "
+            "new-style autograd function with static forward method. (Example: "
+            "https://pytorch.org/docs/stable/autograd.html#torch.autograd.Function)"
+        )
+
+    @staticmethod
+    def forward(*args, **kwargs):
+        raise NotImplementedError(
+            "You must implement the forward function for custom autograd.Function."
+        )
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not implemented.")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError(
+            "You must implement either the backward or vjp method for your custom "
+            "autograd.Function to use it with backward mode AD."
+        )
+
+    vjp = backward
+
+    @staticmethod
+    def jvp(ctx, *grad_inputs):
+        raise NotImplementedError(
+            "You must implement the jvp function for custom autograd.Function to use it with "
+            "forward mode AD."
+        )
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        """Run ``forward`` on ``args`` and record one node whose backward is ``backward``."""
+        if cls.forward is Function.forward:
+            raise NotImplementedError(
+                "You must implement the forward function for custom autograd.Function."
+            )
+        ctx = cls._backward_cls()
+        separate = _overrides(cls, "setup_context")
+        if separate:
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            args, kwargs = tuple(bound.args), bound.kwargs
+        elif kwargs:
+            bound = inspect.signature(cls.forward).bind(ctx, *args, **kwargs)
+            args, kwargs = tuple(bound.args[1:]), bound.kwargs
+        record = _grad_state.enabled and any(isinstance(x, Tensor) and x._rg for x in args)
+        ctx.needs_input_grad = tuple(isinstance(x, Tensor) and x._rg and record for x in args)
+        with no_grad():
+            if separate:
+                output = cls.forward(*args, **kwargs)
+                cls.setup_context(ctx, args, output)
+            else:
+                output = cls.forward(ctx, *args, **kwargs)
+        if not record:
+            ctx._saved = ()  # nothing will run backward: drop what was saved
+            return output
+        return _record(ctx, args, output)
+
+
+def _overrides(cls, name):
+    return getattr(cls, name) is not getattr(Function, name)
+
+
+def once_differentiable(fn):
+    """Decorator for a ``backward`` that is not itself differentiable: it runs under
+    ``no_grad`` (double backward through it is not possible)."""
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args, **kwargs):
+        with no_grad():
+            return fn(ctx, *args, **kwargs)
+
+    return wrapper
+
+
+# ---------------------------------------------------------------------------------------------
+# recording
+
+
+_DIFF_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _record(ctx, args, output):
+    """Make the node of a Function call whose forward returned ``output``."""
+    name = type(ctx).__name__
+    multi = isinstance(output, tuple)
+    outs = output if multi else (output,)
+    dirty = {id(t) for t in ctx._dirty}
+    non_diff = {id(t) for t in ctx._non_differentiable if isinstance(t, Tensor)}
+    input_ids = {id(x) for x in args if isinstance(x, Tensor)}
+    for t in ctx._dirty:
+        if not any(o is t for o in outs):
+            raise RuntimeError(
+                "Some elements marked as dirty during the forward method were not returned as "
+                "output. The inputs that are modified inplace must all be outputs of the "
+                "Function."
+            )
+        if t._h < 0 and t._rg:
+            raise RuntimeError(
+                "a leaf Variable that requires grad has been used in an in-place operation."
+            )
+    # the node's outputs: the differentiable tensor results, in order (duplicates once)
+    layout = []  # per forward output: (node output index or -1, shape, dtype or None)
+    diff = []  # differentiable output tensors, by node output index
+    first = {}
+    dtypes = set()
+    for t in outs:
+        if not isinstance(t, Tensor):
+            layout.append((-1, None, None))
+            continue
+        a = t._data
+        # a tensor returned twice is one output of the node; backward receives its
+        # gradient at the first position and an undefined one at the others
+        if id(t) in first or id(t) in non_diff or a.dtype.kind != "f":
+            layout.append((-1, a.shape, a.dtype))
+            continue
+        if a.dtype not in _DIFF_DTYPES:
+            raise NotImplementedError(
+                f"{name}: a differentiable output of dtype {a.dtype} is not supported "
+                "(float32 and float64 are)"
+            )
+        first[id(t)] = len(diff)
+        layout.append((len(diff), a.shape, a.dtype))
+        diff.append(t)
+        dtypes.add(a.dtype)
+    if len(dtypes) > 1:
+        raise NotImplementedError(
+            f"{name}: differentiable outputs of different dtypes (float32 and float64) are not "
+            "supported; return them in one dtype"
+        )
+    ctx._outputs = layout
+    tape = current_tape()
+    tape.reserve(len(args) + 2)
+    enodes, enrs, inputs = [], [], []
+    for x in args:
+        if not isinstance(x, Tensor):
+            inputs.append(None)
+            continue
+        needed = x._rg
+        inputs.append((len(enodes), x._data.shape, x._data.dtype, needed))
+        if not needed:
+            enodes.append(-1)
+            enrs.append(0)
+        elif x._h >= 0:
+            if x._tape is not tape:
+                raise RuntimeError(
+                    f"{name}: an input was recorded on another thread's tape; graphs cannot "
+                    "span threads"
+                )
+            enodes.append(tape.h2node[x._h])
+            enrs.append(x._out)
+        else:
+            enodes.append(_accumulator(tape, x))
+            enrs.append(0)
+    ctx._inputs = inputs
+    f32 = bool(dtypes) and dtypes.pop() == np.float32
+    node = tape.record_python(ctx, f32, enodes, enrs, [t._data.size for t in diff])
+    # the results: fresh tensors become the node's outputs; an input returned as it is (and
+    # not dirty) or a tensor already in a graph is returned as a new tensor sharing its memory
+    made = {}
+    for k, t in enumerate(diff):
+        if id(t) in dirty:
+            r = t
+            r._bump()
+            old = r._h
+            r._rg, r._tape, r._h, r._out = True, tape, tape.new_handle(node), k
+            if old >= 0:
+                tape.drop_handle(old)
+        else:
+            if id(t) in input_ids or t._h >= 0 or t._rg:
+                r = _wrap(t._data)
+                if t._vc is None:
+                    t._vc = [0]
+                r._vc = t._vc
+            else:
+                r = t
+            r._rg, r._tape, r._h, r._out = True, tape, tape.new_handle(node), k
+        made[id(t)] = r
+    result = tuple(made.get(id(t), t) if isinstance(t, Tensor) else t for t in outs)
+    # saved tensors: the node's own outputs are saved as detached aliases (a saved output
+    # holding the node's handle would keep the node alive through the tape that holds ctx)
+    saved = []
+    for t in getattr(ctx, "_to_save", ()):
+        if t is None:
+            saved.append((None, None, 0))
+            continue
+        if id(t) in made:
+            t = made[id(t)].detach()
+        elif t._vc is None:
+            t._vc = [0]
+        saved.append((t, t._vc, t._vc[0]))
+    ctx._saved = tuple(saved)
+    ctx.__dict__.pop("_to_save", None)
+    return result if multi else result[0]
