@@ -30,9 +30,11 @@ SCHEMA = 1
 
 # sizes: scalar-DAG ops, RNN steps, MLP (batch, layer sizes), default repetitions
 SIZES = {
-    "full": dict(n_ops=10_000, T=1000, batch=128, layers=(784, 256, 256, 10), reps=7),
-    "quick": dict(n_ops=2000, T=200, batch=128, layers=(784, 256, 256, 10), reps=3),
-    "tiny": dict(n_ops=200, T=20, batch=8, layers=(32, 16, 16, 10), reps=1),
+    "full": dict(
+        n_ops=10_000, T=1000, batch=128, layers=(784, 256, 256, 10), n_custom=1000, reps=7
+    ),
+    "quick": dict(n_ops=2000, T=200, batch=128, layers=(784, 256, 256, 10), n_custom=300, reps=3),
+    "tiny": dict(n_ops=200, T=20, batch=8, layers=(32, 16, 16, 10), n_custom=20, reps=1),
 }
 
 
@@ -85,7 +87,7 @@ def _block(x):
 def cases(peers, size):
     s = SIZES[size]
     plan = W.scalar_dag_plan(s["n_ops"])
-    T, batch, layers = s["T"], s["batch"], s["layers"]
+    T, batch, layers, n_custom = s["T"], s["batch"], s["layers"], s["n_custom"]
     out = {}
 
     def dag_fb(name, lib):
@@ -141,12 +143,26 @@ def cases(peers, size):
 
         return setup, (lambda st: W.mlp_step(lib, *st)), False
 
+    def custom(name, lib):
+        if name == "jax":
+            grad = W.jax_custom_chain_fn(lib, n_custom)
+            x = lib.numpy.asarray(W.custom_chain_values())
+            return (lambda: x), (lambda st: _block(grad(st))), False
+
+        def run(state):
+            x, fn = state
+            W.custom_chain_loss(x, fn, n_custom).backward()
+            x.grad = None
+
+        return (lambda: W.custom_chain_inputs(lib)), run, False
+
     mlp_name = f"mlp_step[{batch}x{'-'.join(map(str, layers))},f32]"
     for name, make in (
         (f"scalar_dag_fwd_bwd[{s['n_ops']}]", dag_fb),
         (f"scalar_dag_bwd[{s['n_ops']}]", dag_b),
         (f"rnn_chain_fwd_bwd[T={T}]", rnn),
         (mlp_name, mlp),
+        (f"custom_function_chain[{n_custom}]", custom),
     ):
         out[name] = {pname: make(pname, lib) for pname, lib in peers.items()}
     return out

@@ -121,6 +121,65 @@ def mlp_step(lib, params, x, onehot, lr=0.01):
 
 
 # ---------------------------------------------------------------------------------------------
+# 4. custom Function chain: x <- 0.5 * Softplus.apply(x), n times, with a hand-written backward
+#    (a Python node per step: the cost of handing nodes to Python), x of 16 float64; loss =
+#    x.sum()
+
+
+def softplus_function(lib):
+    class Softplus(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return _F(lib).softplus(x)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * lib.sigmoid(x)
+
+    return Softplus
+
+
+def custom_chain_values(size=16, seed=4):
+    return np.random.default_rng(seed).standard_normal(size)
+
+
+def custom_chain_inputs(lib, size=16, seed=4):
+    x = lib.tensor(custom_chain_values(size, seed), requires_grad=True)
+    return x, softplus_function(lib)
+
+
+def custom_chain_loss(x, fn, n=1000):
+    for _ in range(n):
+        x = fn.apply(x) * 0.5
+    return x.sum()
+
+
+def jax_custom_chain_fn(jax, n=1000):
+    jnp = jax.numpy
+
+    @jax.custom_vjp
+    def softplus(x):
+        return jnp.logaddexp(x, 0.0)
+
+    def forward(x):
+        return softplus(x), x
+
+    def backward(x, grad):
+        return (grad * jax.nn.sigmoid(x),)
+
+    softplus.defvjp(forward, backward)
+
+    def loss(x):
+        for _ in range(n):
+            x = softplus(x) * 0.5
+        return x.sum()
+
+    return jax.grad(loss)
+
+
+# ---------------------------------------------------------------------------------------------
 # jax: the same three workloads written as a jax user would (jax has no mutable .grad).
 # The scalar DAG runs eagerly: jit-compiling a 10,000-op scalar graph takes minutes
 # (DESIGN.md: 8.4 s for 1,000 ops), which is the cost nautograd's tape avoids. The RNN uses
