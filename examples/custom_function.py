@@ -9,7 +9,7 @@ product of a cotangent g is  v = D u  where  (I - J)^T u = g,  and then
 grad_W = v z*^T,  grad_x = v.
 
 The script checks that gradient against autograd through the unrolled iteration, then
-trains W so that the layer's fixed point for a few inputs approaches given targets.
+trains W so that the layer's fixed points for a few inputs match a hidden matrix's.
 """
 
 import numpy as np
@@ -67,16 +67,17 @@ def check_gradient(n=6, seed=0):
     return max(np.abs(gW - uW).max(), np.abs(gx - ux).max())
 
 
-def train(steps=150, lr=0.5, n=6, seed=1, verbose=True):
-    """Fit W so that the fixed points for 4 inputs approach 4 targets. Returns
-    (first loss, last loss)."""
+def train(steps=150, lr=0.1, n=6, samples=8, seed=1, verbose=True):
+    """Fit W so that the layer's fixed points for a few inputs match those of a hidden
+    "teacher" matrix. Returns (first loss, last loss)."""
     rng = np.random.default_rng(seed)
-    xs = ng.tensor(rng.standard_normal((4, n)))
-    targets = ng.tensor(0.5 * np.tanh(rng.standard_normal((4, n))))
-    W = ng.tensor(0.1 * rng.standard_normal((n, n)), requires_grad=True)
+    xs = ng.tensor(rng.standard_normal((samples, n)))
+    teacher = ng.tensor(0.5 * rng.standard_normal((n, n)) / np.sqrt(n))
+    targets = [FixedPoint.apply(teacher, xs[i]) for i in range(samples)]
+    W = ng.zeros((n, n), requires_grad=True)
     losses = []
     for step in range(steps):
-        loss = sum(((FixedPoint.apply(W, xs[i]) - targets[i]) ** 2).sum() for i in range(4))
+        loss = sum(((FixedPoint.apply(W, xs[i]) - targets[i]) ** 2).sum() for i in range(samples))
         loss.backward()
         with ng.no_grad():
             W -= lr * W.grad

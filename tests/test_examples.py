@@ -38,3 +38,10 @@ def test_example_runs_as_a_script(name, tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip()
+
+
+def test_custom_function_example_matches_the_unrolled_gradient_and_learns():
+    example = _load("custom_function.py")
+    assert example["check_gradient"]() < 1e-10
+    first, last = example["train"](steps=60, verbose=False)
+    assert last < 0.05 * first
