@@ -7,8 +7,9 @@ import numpy as np
 
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
-from ..graph.tape import ACC, F32, OP_PYTHON, RELEASED, current_tape
+from ..graph.tape import ACC, F32, PY, RELEASED, current_tape
 from ..tensor import Tensor, _accumulator, _wrap
+from .function import FunctionCtx
 
 _RELEASED_MSG = (
     "Trying to backward through the graph a second time (or directly access saved tensors "
@@ -206,7 +207,6 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
         head = (retain, state, slot, fresh, tape.out_numel, G64, G32)
         parts = get_num_threads()
         pend = np.empty(_PEND, np.int64)
-        op = tape.op
         while True:
             status = scheduler.run(start, *head, *columns, skip_py, parts, pend, -1)
             if status == scheduler.DONE:
@@ -232,14 +232,16 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
             # a Python node: its tensor hooks run on its gradient buffers; then a custom
             # Function's backward runs here, any other node natively
             node = status
-            ctx = tape.obj[node] if not flags[node] & ACC and op[node] == OP_PYTHON else None
+            ctx = tape.obj[node]
+            if not isinstance(ctx, FunctionCtx):
+                ctx = None
             if ctx is None or node in hooks:
                 _materialize_outputs(tape, node, fresh, buf_off, G64, G32)
                 _run_tensor_hooks(tape, hooks.get(node), node, buf_off, G64, G32)
             if ctx is None:
                 start, skip_py = node, True
                 continue
-            _run_function(tape, node, ctx, state, slot, fresh, G64, G32)
+            _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own)
             if not retain:
                 flags[node] |= RELEASED
                 ctx._release()
@@ -275,7 +277,7 @@ def _root_alias(tape, root_edges, root_grads, target_edges):
     if (
         g.size < OWN_BUFFER
         or not g.flags.c_contiguous
-        or tape.flags[node] & ACC
+        or tape.flags[node] & (ACC | PY)
         or node in tape.hooks
         or node in tape.retained
         or (target_edges is not None and any(e[0] == node for e in target_edges))
@@ -337,27 +339,41 @@ def _materialize_outputs(tape, node, fresh, buf_off, G64, G32):
             fresh[o] = 0
 
 
-def _run_function(tape, node, ctx, state, slot, fresh, G64, G32):
+def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own):
     """A custom Function's node: its backward on the gradients of its outputs (None where no
-    consumer wrote one), the results added into the buffers of its inputs' nodes."""
-    flags, out_ptr, out_numel = tape.flags, tape.out_ptr, tape.out_numel
+    consumer wrote one), the results added into the buffers of its inputs' nodes.
+
+    Plain numpy on the arenas, Python ints read in bulk (``tolist``): a numpy scalar read
+    costs ~0.1 us, and this runs once per Function call (benchmarks/run.py,
+    custom_function_chain). A PY node's buffers are always in the arena (``_root_alias``
+    skips PY nodes); an input's buffer may be a big leaf's own array (``own``).
+    """
+    flags = tape.flags
+    o0, o1 = tape.out_ptr[node : node + 2].tolist()
     G = G32 if flags[node] & F32 else G64
-    grads = []
-    for o in range(out_ptr[node], out_ptr[node + 1]):
-        if fresh[o]:
-            grads.append(None)
-        else:
-            grads.append(scheduler.read_buffer(G, slot[o], out_numel[o]))
+    offs = buf_off[o0:o1].tolist()
+    sizes = tape.out_numel[o0:o1].tolist()
+    written = fresh[o0:o1].tolist()
+    grads = [None if written[k] else G[offs[k] : offs[k] + sizes[k]].copy() for k in range(o1 - o0)]
     results = ctx._run_backward(grads)
-    e0 = tape.edge_ptr[node]
-    for j, g in enumerate(results):
-        c = int(tape.edge_node[e0 + j])
+    e0, e1 = tape.edge_ptr[node : node + 2].tolist()
+    children = tape.edge_node[e0:e1].tolist()
+    nrs = tape.edge_input_nr[e0:e1].tolist()
+    out_ptr = tape.out_ptr
+    for g, c, nr in zip(results, children, nrs, strict=True):
         if g is None or c < 0 or not state[c]:
             continue
-        o = out_ptr[c] + tape.edge_input_nr[e0 + j]
-        Gc = G32 if flags[c] & F32 else G64
-        scheduler.write_buffer(Gc, slot[o], g.reshape(-1), bool(fresh[o]))
-        fresh[o] = 0
+        o = int(out_ptr[c]) + nr
+        if own and c in own:
+            b = own[c].reshape(-1)
+        else:
+            off = int(buf_off[o])
+            b = (G32 if flags[c] & F32 else G64)[off : off + g.size]
+        if fresh[o]:
+            b[:] = g.reshape(-1)
+            fresh[o] = 0
+        else:
+            b += g.reshape(-1)
 
 
 def _run_tensor_hooks(tape, per_output, node, buf_off, G64, G32):

@@ -118,8 +118,13 @@ class FunctionCtx:
                 full.append(_wrap(np.zeros(shape, dtype)) if self.materialize_grads else None)
             else:
                 full.append(_wrap(g.reshape(shape)))
-        with no_grad():
+        state = _grad_state  # backward runs with grad mode off (create_graph=False)
+        enabled = state.enabled
+        state.enabled = False
+        try:
             result = backward(self, *full)
+        finally:
+            state.enabled = enabled
         if not isinstance(result, tuple):
             result = (result,)
         name = type(self).__name__
@@ -153,7 +158,7 @@ class FunctionCtx:
                         f"{list(a.shape)} but expected shape compatible with {list(shape)}"
                     )
                 a = _sum_to(a, shape)
-            out.append(np.ascontiguousarray(a, dtype=dtype))
+            out.append(a)  # (the engine's buffer write casts it to the input's dtype)
         return out
 
 
@@ -281,7 +286,7 @@ class Function(metaclass=FunctionMeta):
                 "You must implement the forward function for custom autograd.Function."
             )
         ctx = cls._backward_cls()
-        separate = _overrides(cls, "setup_context")
+        separate = cls.setup_context is not Function.setup_context
         if separate:
             bound = inspect.signature(cls.forward).bind(*args, **kwargs)
             bound.apply_defaults()
@@ -289,22 +294,30 @@ class Function(metaclass=FunctionMeta):
         elif kwargs:
             bound = inspect.signature(cls.forward).bind(ctx, *args, **kwargs)
             args, kwargs = tuple(bound.args[1:]), bound.kwargs
-        record = _grad_state.enabled and any(isinstance(x, Tensor) and x._rg for x in args)
-        ctx.needs_input_grad = tuple(isinstance(x, Tensor) and x._rg and record for x in args)
-        with no_grad():
+        state = _grad_state
+        enabled = state.enabled
+        record = False
+        if enabled:
+            for x in args:
+                if isinstance(x, Tensor) and x._rg:
+                    record = True
+                    break
+        if record:
+            ctx.needs_input_grad = tuple(isinstance(x, Tensor) and x._rg for x in args)
+        else:
+            ctx.needs_input_grad = (False,) * len(args)
+        state.enabled = False  # forward runs with grad mode off
+        try:
             if separate:
                 output = cls.forward(*args, **kwargs)
                 cls.setup_context(ctx, args, output)
             else:
                 output = cls.forward(ctx, *args, **kwargs)
+        finally:
+            state.enabled = enabled
         if not record:
-            ctx._saved = ()  # nothing will run backward: drop what was saved
             return output
         return _record(ctx, args, output)
-
-
-def _overrides(cls, name):
-    return getattr(cls, name) is not getattr(Function, name)
 
 
 def once_differentiable(fn):
@@ -329,12 +342,10 @@ _DIFF_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 def _record(ctx, args, output):
     """Make the node of a Function call whose forward returned ``output``."""
     name = type(ctx).__name__
-    multi = isinstance(output, tuple)
+    multi = type(output) is tuple
     outs = output if multi else (output,)
-    dirty = {id(t) for t in ctx._dirty}
-    non_diff = {id(t) for t in ctx._non_differentiable if isinstance(t, Tensor)}
-    input_ids = {id(x) for x in args if isinstance(x, Tensor)}
-    for t in ctx._dirty:
+    dirty = ctx._dirty
+    for t in dirty:
         if not any(o is t for o in outs):
             raise RuntimeError(
                 "Some elements marked as dirty during the forward method were not returned as "
@@ -345,19 +356,23 @@ def _record(ctx, args, output):
             raise RuntimeError(
                 "a leaf Variable that requires grad has been used in an in-place operation."
             )
-    # the node's outputs: the differentiable tensor results, in order (duplicates once)
+    non_diff = ctx._non_differentiable
+    # the node's outputs: the differentiable tensor results, in order. A tensor returned twice
+    # is one output: backward receives its gradient at the first position, an undefined one
+    # at the others
     layout = []  # per forward output: (node output index or -1, shape, dtype or None)
     diff = []  # differentiable output tensors, by node output index
-    first = {}
-    dtypes = set()
+    dtype = None
     for t in outs:
         if not isinstance(t, Tensor):
-            layout.append((-1, None, None))
+            layout.append(_NOT_A_TENSOR)
             continue
         a = t._data
-        # a tensor returned twice is one output of the node; backward receives its
-        # gradient at the first position and an undefined one at the others
-        if id(t) in first or id(t) in non_diff or a.dtype.kind != "f":
+        if (
+            a.dtype.kind != "f"
+            or any(t is u for u in diff)
+            or (non_diff and any(t is u for u in non_diff))
+        ):
             layout.append((-1, a.shape, a.dtype))
             continue
         if a.dtype not in _DIFF_DTYPES:
@@ -365,26 +380,27 @@ def _record(ctx, args, output):
                 f"{name}: a differentiable output of dtype {a.dtype} is not supported "
                 "(float32 and float64 are)"
             )
-        first[id(t)] = len(diff)
+        if dtype is None:
+            dtype = a.dtype
+        elif a.dtype != dtype:
+            raise NotImplementedError(
+                f"{name}: differentiable outputs of different dtypes (float32 and float64) "
+                "are not supported; return them in one dtype"
+            )
         layout.append((len(diff), a.shape, a.dtype))
         diff.append(t)
-        dtypes.add(a.dtype)
-    if len(dtypes) > 1:
-        raise NotImplementedError(
-            f"{name}: differentiable outputs of different dtypes (float32 and float64) are not "
-            "supported; return them in one dtype"
-        )
     ctx._outputs = layout
     tape = current_tape()
     tape.reserve(len(args) + 2)
     enodes, enrs, inputs = [], [], []
+    h2node = tape.h2node
     for x in args:
         if not isinstance(x, Tensor):
             inputs.append(None)
             continue
-        needed = x._rg
-        inputs.append((len(enodes), x._data.shape, x._data.dtype, needed))
-        if not needed:
+        a = x._data
+        inputs.append((len(enodes), a.shape, a.dtype, x._rg))
+        if not x._rg:
             enodes.append(-1)
             enrs.append(0)
         elif x._h >= 0:
@@ -393,19 +409,18 @@ def _record(ctx, args, output):
                     f"{name}: an input was recorded on another thread's tape; graphs cannot "
                     "span threads"
                 )
-            enodes.append(tape.h2node[x._h])
+            enodes.append(h2node[x._h])
             enrs.append(x._out)
         else:
             enodes.append(_accumulator(tape, x))
             enrs.append(0)
     ctx._inputs = inputs
-    f32 = bool(dtypes) and dtypes.pop() == np.float32
-    node = tape.record_python(ctx, f32, enodes, enrs, [t._data.size for t in diff])
+    node = tape.record_python(ctx, dtype == np.float32, enodes, enrs, [t._data.size for t in diff])
     # the results: fresh tensors become the node's outputs; an input returned as it is (and
     # not dirty) or a tensor already in a graph is returned as a new tensor sharing its memory
-    made = {}
+    made = []
     for k, t in enumerate(diff):
-        if id(t) in dirty:
+        if dirty and any(t is u for u in dirty):
             r = t
             r._bump()
             old = r._h
@@ -413,7 +428,7 @@ def _record(ctx, args, output):
             if old >= 0:
                 tape.drop_handle(old)
         else:
-            if id(t) in input_ids or t._h >= 0 or t._rg:
+            if t._h >= 0 or t._rg or any(t is x for x in args):
                 r = _wrap(t._data)
                 if t._vc is None:
                     t._vc = [0]
@@ -421,20 +436,31 @@ def _record(ctx, args, output):
             else:
                 r = t
             r._rg, r._tape, r._h, r._out = True, tape, tape.new_handle(node), k
-        made[id(t)] = r
-    result = tuple(made.get(id(t), t) if isinstance(t, Tensor) else t for t in outs)
+        made.append(r)
+    if multi:
+        made_for = {id(u): r for u, r in zip(diff, made, strict=True)}
+        result = tuple(made_for.get(id(t), t) if isinstance(t, Tensor) else t for t in outs)
+    else:
+        result = made[0] if made else output
     # saved tensors: the node's own outputs are saved as detached aliases (a saved output
     # holding the node's handle would keep the node alive through the tape that holds ctx)
-    saved = []
-    for t in getattr(ctx, "_to_save", ()):
-        if t is None:
-            saved.append((None, None, 0))
-            continue
-        if id(t) in made:
-            t = made[id(t)].detach()
-        elif t._vc is None:
-            t._vc = [0]
-        saved.append((t, t._vc, t._vc[0]))
-    ctx._saved = tuple(saved)
-    ctx.__dict__.pop("_to_save", None)
-    return result if multi else result[0]
+    to_save = ctx.__dict__.pop("_to_save", None)
+    if to_save:
+        saved = []
+        for t in to_save:
+            if t is None:
+                saved.append((None, None, 0))
+                continue
+            for k, u in enumerate(diff):
+                if t is u:
+                    t = made[k].detach()
+                    break
+            else:
+                if t._vc is None:
+                    t._vc = [0]
+            saved.append((t, t._vc, t._vc[0]))
+        ctx._saved = tuple(saved)
+    return result
+
+
+_NOT_A_TENSOR = (-1, None, None)

@@ -157,24 +157,6 @@ def _zero(G64, G32, f32, slot, n):
         view(G64, slot, n)[:] = 0
 
 
-@numba.njit(cache=True)
-def read_buffer(G, slot, n):
-    """A copy of the gradient buffer at ``slot`` (``n`` elements of ``G``'s dtype): what a
-    Python node (custom Function) receives."""
-    return view(G, slot, n).copy()
-
-
-@numba.njit(cache=True)
-def write_buffer(G, slot, values, assign):
-    """Deliver a Python node's gradient ``values`` into the buffer at ``slot``: store into a
-    fresh (uninitialised) buffer, add into one another node already wrote."""
-    b = view(G, slot, len(values))
-    if assign:
-        b[:] = values
-    else:
-        b += values
-
-
 @numba.njit(cache=True, nogil=True)
 def run(
     start,
