@@ -5,6 +5,7 @@ does), run on nautograd and on torch, and compared: values, gradients with rando
 cotangents, what backward receives, error texts.
 """
 
+import gc
 import warnings
 
 import numpy as np
@@ -573,3 +574,79 @@ def test_custom_function_warns_nothing_on_ordinary_use():
         warnings.simplefilter("error")
         x = ng.ones(2, requires_grad=True)
         exp_function(ng).apply(x).sum().backward()
+
+
+def test_saved_tensors_do_not_keep_the_tape_alive_after_the_graph_dies():
+    # regression: saved tensors held their handles into the tape (a non-leaf input's node, a
+    # leaf's AccumulateGrad) and the tape held the ctx, so after a backward that raised (the
+    # node never released) the thread's tape could never reset
+    class Fails(ng.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, w):
+            ctx.save_for_backward(x, w)
+            return x * w
+
+        @staticmethod
+        def backward(ctx, g):
+            raise ValueError("boom")
+
+    tape = current_tape()
+    live = tape.live
+
+    def step():
+        w = ng.ones(3, requires_grad=True)
+        x = w * 2
+        with pytest.raises(ValueError, match="boom"):
+            Fails.apply(x, w).sum().backward()
+
+    step()
+    gc.collect()
+    assert tape.live == live
+
+
+def test_saved_tensors_are_aliases_sharing_memory_and_version():
+    seen = []
+
+    class Keep(ng.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            seen.append(x)
+            return g * 2
+
+    x = ng.ones(3, requires_grad=True)
+    Keep.apply(x).sum().backward()
+    (saved,) = seen
+    assert np.shares_memory(saved.numpy(), x.detach().numpy()) and not saved.requires_grad
+
+
+def test_marked_tensors_do_not_keep_the_tape_alive():
+    # regression: ctx.mark_dirty kept the dirty tensor (and its handle) in the ctx the tape
+    # holds, so the tape never reset after the graph died
+    class Twice(ng.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            x.mul_(2)
+            ctx.mark_dirty(x)
+            return x
+
+        @staticmethod
+        def backward(ctx, g):
+            return 2 * g
+
+    tape = current_tape()
+    live = tape.live
+
+    def step():
+        z = ng.ones(2, requires_grad=True)
+        (Twice.apply(z * 1) * 3).sum().backward()
+        assert z.grad.tolist() == [6.0, 6.0]
+
+    step()
+    gc.collect()
+    assert tape.live == live

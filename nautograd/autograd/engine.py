@@ -9,16 +9,8 @@ from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
 from ..graph.tape import ACC, F32, PY, RELEASED, current_tape
 from ..tensor import Tensor, _accumulator, _wrap
+from ._errors import RELEASED_MSG, modified_inplace
 from .function import FunctionCtx
-
-_RELEASED_MSG = (
-    "Trying to backward through the graph a second time (or directly access saved tensors "
-    "after they have already been freed). Saved intermediate values of the graph are freed "
-    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
-    "backward through the graph a second time or if you need to access saved tensors after "
-    "calling backward."
-)
-
 
 _EMPTY64 = np.zeros(0, np.float64)
 _EMPTY32 = np.zeros(0, np.float32)
@@ -212,7 +204,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
             if status == scheduler.DONE:
                 break
             if status <= scheduler.ERR_RELEASED:
-                raise RuntimeError(_RELEASED_MSG)
+                raise RuntimeError(RELEASED_MSG)
             if status >= scheduler.PAR:
                 # a large node of a parallel kernel: its parts on the intra-op threads
                 node = status - scheduler.PAR
@@ -310,14 +302,7 @@ def _check_versions(tape, state):
             continue
         for vc, version, shape, dtype in entries:
             if vc[0] != version:
-                kind = "Float" if dtype == np.float32 else "Double"
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: [torch.{kind}Tensor {list(shape)}] is at version "
-                    f"{vc[0]}; expected version {version} instead. Hint: enable anomaly "
-                    "detection to find the operation that failed to compute its gradient, with "
-                    "torch.autograd.set_detect_anomaly(True, check_nan=False)."
-                )
+                raise modified_inplace(shape, dtype, vc[0], version)
 
 
 def _buffer(tape, state, buf_off, G64, G32, node, k, shape):

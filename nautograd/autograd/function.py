@@ -18,17 +18,10 @@ import numpy as np
 
 from ..graph.tape import current_tape
 from ..tensor import Tensor, _accumulator, _wrap
+from ._errors import RELEASED_MSG, modified_inplace
 from .grad_mode import _state as _grad_state
 from .grad_mode import no_grad
 from .graph import PyNode
-
-_RELEASED_MSG = (
-    "Trying to backward through the graph a second time (or directly access saved tensors "
-    "after they have already been freed). Saved intermediate values of the graph are freed "
-    "when you call .backward() or autograd.grad(). Specify retain_graph=True if you need to "
-    "backward through the graph a second time or if you need to access saved tensors after "
-    "calling backward."
-)
 
 
 class FunctionCtx:
@@ -59,20 +52,13 @@ class FunctionCtx:
     def saved_tensors(self):
         """The tensors given to ``save_for_backward``, version-checked (torch's unpack)."""
         if self._released:
-            raise RuntimeError(_RELEASED_MSG)
+            raise RuntimeError(RELEASED_MSG)
         if self._saved is None:
             return tuple(getattr(self, "_to_save", ()))
         out = []
         for t, vc, version in self._saved:
             if t is not None and vc[0] != version:
-                kind = "Float" if t._data.dtype == np.float32 else "Double"
-                raise RuntimeError(
-                    "one of the variables needed for gradient computation has been modified "
-                    f"by an inplace operation: [torch.{kind}Tensor {list(t.shape)}] is at "
-                    f"version {vc[0]}; expected version {version} instead. Hint: enable "
-                    "anomaly detection to find the operation that failed to compute its "
-                    "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
-                )
+                raise modified_inplace(t.shape, t._data.dtype, vc[0], version)
             out.append(t)
         return tuple(out)
 
@@ -442,8 +428,10 @@ def _record(ctx, args, output):
         result = tuple(made_for.get(id(t), t) if isinstance(t, Tensor) else t for t in outs)
     else:
         result = made[0] if made else output
-    # saved tensors: the node's own outputs are saved as detached aliases (a saved output
-    # holding the node's handle would keep the node alive through the tape that holds ctx)
+    # saved tensors are kept as detached aliases (same memory, same version counter): a saved
+    # tensor holding a handle into the tape (an input's node, a leaf's AccumulateGrad, this
+    # node's own output) would keep the tape alive through the ctx the tape holds, so it
+    # never resets after the user's tensors die
     to_save = ctx.__dict__.pop("_to_save", None)
     if to_save:
         saved = []
@@ -453,13 +441,13 @@ def _record(ctx, args, output):
                 continue
             for k, u in enumerate(diff):
                 if t is u:
-                    t = made[k].detach()
+                    t = made[k]
                     break
-            else:
-                if t._vc is None:
-                    t._vc = [0]
-            saved.append((t, t._vc, t._vc[0]))
+            alias = t.detach()
+            saved.append((alias, alias._vc, alias._vc[0]))
         ctx._saved = tuple(saved)
+    # (the marks hold tensors, with their handles: not kept past recording, see above)
+    ctx._dirty = ctx._non_differentiable = ()
     return result
 
 
