@@ -626,23 +626,7 @@ def _run(op, args, arrays, dt, rg, kwargs):
     tape.reserve(len(args) + 1)
     outs = result if multi else (result,)
     f32 = outs[0].dtype == float32  # a node computes in (and buffers) its result's dtype
-    enodes = []
-    enrs = []
-    for x in args:
-        if not isinstance(x, Tensor) or not x._rg:
-            enodes.append(-1)
-            enrs.append(0)
-        elif x._h >= 0:
-            if x._tape is not tape:
-                raise RuntimeError(
-                    f"{op.name}(): an input was recorded on another thread's tape; "
-                    "graphs cannot span threads"
-                )
-            enodes.append(tape.h2node[x._h])
-            enrs.append(x._out)
-        else:
-            enodes.append(_accumulator(tape, x))
-            enrs.append(0)
+    enodes, enrs = _edges(tape, args, op.name + "()")
     if multi:
         node = tape.record(op.opcode, f32, enodes, enrs, [r.size for r in outs], saved, ip, fp)
         if saved and tape.obj[node] is not None:
@@ -672,6 +656,30 @@ def _run(op, args, arrays, dt, rg, kwargs):
         t._h = len(tape.h2node)
         tape.h2node.append(node)
     return t
+
+
+def _edges(tape, args, name):
+    """The next edges of a node recorded on ``tape`` with inputs ``args``: (node ids, input
+    numbers), node -1 for an input that does not require grad (or is not a tensor); a leaf
+    gets its AccumulateGrad node. ``name`` is the op's name for the error."""
+    enodes = []
+    enrs = []
+    for x in args:
+        if not isinstance(x, Tensor) or not x._rg:
+            enodes.append(-1)
+            enrs.append(0)
+        elif x._h >= 0:
+            if x._tape is not tape:
+                raise RuntimeError(
+                    f"{name}: an input was recorded on another thread's tape; graphs cannot "
+                    "span threads"
+                )
+            enodes.append(tape.h2node[x._h])
+            enrs.append(x._out)
+        else:
+            enodes.append(_accumulator(tape, x))
+            enrs.append(0)
+    return enodes, enrs
 
 
 def _note_versions(tape, node, args, saved):

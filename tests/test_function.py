@@ -650,3 +650,16 @@ def test_marked_tensors_do_not_keep_the_tape_alive():
     step()
     gc.collect()
     assert tape.live == live
+
+
+def test_hook_on_one_output_leaves_an_unused_output_undefined(rng):
+    # a hook makes the node a Python one for the hook's sake; only the hooked output's
+    # buffer is materialized for it, the other stays undefined (None without materialize)
+    x, tx = _pair(2, rng)
+    seen, tseen = [], []
+    for lib, v, out in ((ng, x, seen), (torch, tx, tseen)):
+        a, _ = _two_outputs(lib, False, out).apply(v)
+        a.register_hook(lambda g: g * 2)
+        a.sum().backward()
+    assert seen == tseen == [None]
+    _close(x.grad, tx.grad)

@@ -224,14 +224,10 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
             # a Python node: its tensor hooks run on its gradient buffers; then a custom
             # Function's backward runs here, any other node natively
             node = status
+            _run_tensor_hooks(tape, hooks.get(node), node, buf_off, fresh, G64, G32)
             ctx = tape.obj[node]
             if not isinstance(ctx, FunctionCtx):
-                ctx = None
-            if ctx is None or node in hooks:
-                _materialize_outputs(tape, node, fresh, buf_off, G64, G32)
-                _run_tensor_hooks(tape, hooks.get(node), node, buf_off, G64, G32)
-            if ctx is None:
-                start, skip_py = node, True
+                start, skip_py = node, True  # (run zeroes the outputs no one wrote)
                 continue
             _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own)
             if not retain:
@@ -314,16 +310,6 @@ def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
     return G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
 
 
-def _materialize_outputs(tape, node, fresh, buf_off, G64, G32):
-    """Zero the output buffers of ``node`` that no consumer wrote, before Python reads them."""
-    G = G32 if tape.flags[node] & F32 else G64
-    for o in range(tape.out_ptr[node], tape.out_ptr[node + 1]):
-        if fresh[o]:
-            off = buf_off[o]
-            G[off : off + tape.out_numel[o]] = 0
-            fresh[o] = 0
-
-
 def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own):
     """A custom Function's node: its backward on the gradients of its outputs (None where no
     consumer wrote one), the results added into the buffers of its inputs' nodes.
@@ -361,15 +347,21 @@ def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own):
             b += g.reshape(-1)
 
 
-def _run_tensor_hooks(tape, per_output, node, buf_off, G64, G32):
+def _run_tensor_hooks(tape, per_output, node, buf_off, fresh, G64, G32):
+    """Run the tensor hooks of ``node``'s outputs on their gradient buffers (a buffer no
+    consumer wrote is zeroed first: ``run`` hands PY nodes over before zeroing them)."""
     from .hooks import run_hooks
 
     if not per_output:
         return
     for k, (shape, fns) in list(per_output.items()):
-        off = buf_off[tape.out_ptr[node] + k]
+        o = tape.out_ptr[node] + k
+        off = buf_off[o]
         G = G32 if tape.flags[node] & F32 else G64
         buf = G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+        if fresh[o]:
+            buf[...] = 0
+            fresh[o] = 0
         buf[...] = run_hooks(fns, buf)
 
 

@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import Tensor, _accumulator, _wrap
+from ..tensor import Tensor, _edges, _wrap
 from ._errors import RELEASED_MSG, modified_inplace
 from .grad_mode import _state as _grad_state
 from .grad_mode import no_grad
@@ -378,56 +378,39 @@ def _record(ctx, args, output):
     ctx._outputs = layout
     tape = current_tape()
     tape.reserve(len(args) + 2)
-    enodes, enrs, inputs = [], [], []
-    h2node = tape.h2node
+    # one edge per tensor argument, as torch's next_functions
+    tensors = [x for x in args if isinstance(x, Tensor)]
+    enodes, enrs = _edges(tape, tensors, name)
+    inputs = []  # per argument: None (not a tensor) or (edge index, shape, dtype, needs grad)
+    edge = 0
     for x in args:
-        if not isinstance(x, Tensor):
-            inputs.append(None)
-            continue
-        a = x._data
-        inputs.append((len(enodes), a.shape, a.dtype, x._rg))
-        if not x._rg:
-            enodes.append(-1)
-            enrs.append(0)
-        elif x._h >= 0:
-            if x._tape is not tape:
-                raise RuntimeError(
-                    f"{name}: an input was recorded on another thread's tape; graphs cannot "
-                    "span threads"
-                )
-            enodes.append(h2node[x._h])
-            enrs.append(x._out)
+        if isinstance(x, Tensor):
+            inputs.append((edge, x._data.shape, x._data.dtype, x._rg))
+            edge += 1
         else:
-            enodes.append(_accumulator(tape, x))
-            enrs.append(0)
+            inputs.append(None)
     ctx._inputs = inputs
     node = tape.record_python(ctx, dtype == np.float32, enodes, enrs, [t._data.size for t in diff])
     # the results: fresh tensors become the node's outputs; an input returned as it is (and
     # not dirty) or a tensor already in a graph is returned as a new tensor sharing its memory
-    made = []
+    made = {}  # id of a differentiable output -> the tensor returned for it
     for k, t in enumerate(diff):
+        old = -1
         if dirty and any(t is u for u in dirty):
-            r = t
+            r, old = t, t._h  # the input itself, moved to this node
             r._bump()
-            old = r._h
-            r._rg, r._tape, r._h, r._out = True, tape, tape.new_handle(node), k
-            if old >= 0:
-                tape.drop_handle(old)
+        elif t._h >= 0 or t._rg or any(t is x for x in args):
+            r = t.detach()
         else:
-            if t._h >= 0 or t._rg or any(t is x for x in args):
-                r = _wrap(t._data)
-                if t._vc is None:
-                    t._vc = [0]
-                r._vc = t._vc
-            else:
-                r = t
-            r._rg, r._tape, r._h, r._out = True, tape, tape.new_handle(node), k
-        made.append(r)
+            r = t
+        r._rg, r._tape, r._h, r._out = True, tape, tape.new_handle(node), k
+        if old >= 0:  # (after the new handle: the tape's live count never reaches 0 here)
+            tape.drop_handle(old)
+        made[id(t)] = r
     if multi:
-        made_for = {id(u): r for u, r in zip(diff, made, strict=True)}
-        result = tuple(made_for.get(id(t), t) if isinstance(t, Tensor) else t for t in outs)
+        result = tuple(made.get(id(t), t) if isinstance(t, Tensor) else t for t in outs)
     else:
-        result = made[0] if made else output
+        result = made[id(output)] if made else output
     # saved tensors are kept as detached aliases (same memory, same version counter): a saved
     # tensor holding a handle into the tape (an input's node, a leaf's AccumulateGrad, this
     # node's own output) would keep the tape alive through the ctx the tape holds, so it
@@ -439,11 +422,7 @@ def _record(ctx, args, output):
             if t is None:
                 saved.append((None, None, 0))
                 continue
-            for k, u in enumerate(diff):
-                if t is u:
-                    t = made[k]
-                    break
-            alias = t.detach()
+            alias = made.get(id(t), t).detach()
             saved.append((alias, alias._vc, alias._vc[0]))
         ctx._saved = tuple(saved)
     # (the marks hold tensors, with their handles: not kept past recording, see above)

@@ -1,6 +1,6 @@
 """Graph inspection: the ``grad_fn`` node objects."""
 
-from ..graph.tape import ACC, OP_ACCUMULATE_GRAD, PY
+from ..graph.tape import ACC, OP_ACCUMULATE_GRAD
 from ..kernels import OPS
 
 
@@ -32,10 +32,7 @@ class Node:
         return self._tape.h2node[self._h]
 
     def name(self):
-        tape, i = self._tape, self._node
-        op = int(tape.op[i])
-        if op == OP_ACCUMULATE_GRAD and tape.flags[i] & PY and not tape.flags[i] & ACC:
-            return type(tape.obj[i]).__name__  # a custom Function: <Function>Backward
+        op = int(self._tape.op[self._node])
         if op == OP_ACCUMULATE_GRAD:
             return "torch::autograd::AccumulateGrad"
         return OPS[op - 1].node_name
@@ -75,6 +72,9 @@ class PyNode(Node):
     grad_fn is the ctx itself. Each Function has a subclass named ``<Function>Backward``."""
 
     __slots__ = ()
+
+    def name(self):
+        return type(self).__name__  # <Function>Backward, as the ctx's class
 
     def __getattr__(self, name):
         if name.startswith("__"):
