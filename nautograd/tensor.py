@@ -627,8 +627,20 @@ def _run(op, args, arrays, dt, rg, kwargs):
     outs = result if multi else (result,)
     f32 = outs[0].dtype == float32  # a node computes in (and buffers) its result's dtype
     enodes, enrs = _edges(tape, args, op.name + "()")
+    # the shapes and attributes a create_graph formula needs (autograd/higher_order.py);
+    # ~0.2 us an op (DESIGN-NOTES "create_graph")
+    k = len(arrays)
+    if k == 1:
+        shapes = (arrays[0].shape,)
+    elif k == 2:
+        shapes = (arrays[0].shape, arrays[1].shape)
+    else:
+        shapes = tuple([a.shape for a in arrays])
     if multi:
-        node = tape.record(op.opcode, f32, enodes, enrs, [r.size for r in outs], saved, ip, fp)
+        meta = (shapes, tuple([r.shape for r in outs]), kwargs)
+        node = tape.record(
+            op.opcode, f32, enodes, enrs, [r.size for r in outs], saved, ip, fp, meta
+        )
         if saved and tape.obj[node] is not None:
             _note_versions(tape, node, args, saved)
         wrapped = []
@@ -639,7 +651,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
             t._out = k
             wrapped.append(t)
         return tuple(wrapped)
-    node = tape.record(op.opcode, f32, enodes, enrs, [result.size], saved, ip, fp)
+    meta = (shapes, (result.shape,), kwargs)
+    node = tape.record(op.opcode, f32, enodes, enrs, [result.size], saved, ip, fp, meta)
     if saved and tape.obj[node] is not None:
         _note_versions(tape, node, args, saved)
     t = _new(Tensor)

@@ -9,6 +9,7 @@ from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
 from ..graph.tape import ACC, F32, PY, RELEASED, current_tape
 from ..tensor import Tensor, _accumulator, _wrap
+from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
 from .function import FunctionCtx
 
@@ -424,8 +425,6 @@ def backward(
     As ``torch.autograd.backward``: ``grad_tensors`` default to ones for one-element roots;
     ``inputs`` restricts which tensors receive ``.grad`` (non-leaf inputs retain their grad).
     """
-    if create_graph:
-        raise NotImplementedError("backward(create_graph=True) is not supported yet")
     roots = _as_tuple(tensors)
     grads = _as_tuple(grad_tensors if grad_tensors is not None else grad_variables)
     if grads is not None:
@@ -439,6 +438,13 @@ def backward(
         for t in targets:
             if not t._rg:
                 raise RuntimeError("One of the differentiated Tensors does not require grad")
+    if create_graph:
+        higher_order.warn_backward()
+        for t in targets or ():
+            if t._h >= 0:
+                t.retain_grad()
+        higher_order.execute(roots, grads, retain_graph, targets, accumulate=True)
+        return
     tape, state, buf_off, G64, G32, target_edges, tails, owned = _execute(
         roots, grads, retain_graph, targets, own_leaves=targets is None
     )
@@ -469,6 +475,14 @@ def backward(
         tape.release_grad_arenas(owned)
 
 
+def _unused(i):
+    # torch 2.13's text (older releases said "One of the differentiated Tensors")
+    return (
+        f"The differentiated Tensor at index {i} appears to not have been used in the graph. "
+        "Set allow_unused=True if this is the desired behavior."
+    )
+
+
 def grad(
     outputs,
     inputs,
@@ -485,8 +499,6 @@ def grad(
     As ``torch.autograd.grad``: unreachable inputs give None with ``allow_unused=True`` and
     raise otherwise; ``materialize_grads=True`` turns them into zeros.
     """
-    if create_graph:
-        raise NotImplementedError("grad(create_graph=True) is not supported yet")
     if is_grads_batched:
         raise NotImplementedError("grad(is_grads_batched=True) is not supported yet")
     if materialize_grads and allow_unused is False:
@@ -510,6 +522,15 @@ def grad(
     grads = _as_tuple(grad_outputs)
     if retain_graph is None:
         retain_graph = create_graph
+    if create_graph:
+        result = higher_order.execute(roots, grads, retain_graph, targets, accumulate=False)
+        for i, (t, g) in enumerate(zip(targets, result, strict=True)):
+            if g is None:
+                if not allow_unused:
+                    raise RuntimeError(_unused(i))
+                if materialize_grads:
+                    result[i] = _wrap(np.zeros_like(t._data), True)
+        return dict(zip(keys, result, strict=True)) if as_dict else tuple(result)
     tape, state, buf_off, G64, G32, target_edges, _, owned = _execute(
         roots, grads, retain_graph, targets
     )
@@ -519,11 +540,7 @@ def grad(
             g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
             if g is None:
                 if not allow_unused:
-                    # torch 2.13's text (older releases said "One of the differentiated Tensors")
-                    raise RuntimeError(
-                        f"The differentiated Tensor at index {i} appears to not have been used in "
-                        "the graph. Set allow_unused=True if this is the desired behavior."
-                    )
+                    raise RuntimeError(_unused(i))
                 result.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)
             else:
                 result.append(_wrap(g.copy()))

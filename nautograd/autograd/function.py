@@ -88,10 +88,13 @@ class FunctionCtx:
             self._saved = ()
             self._released = True
 
-    def _run_backward(self, grads):
+    def _run_backward(self, grads, create_graph=False):
         """Call the Function's backward on ``grads`` (one array or None per differentiable
         output, None: no consumer wrote it) and return one validated array or None per
-        tensor input, shaped and typed as that input."""
+        tensor input, shaped and typed as that input.
+
+        With ``create_graph`` the grads are tensors, backward runs with grad mode on (its
+        ops are recorded) and the results are tensors (autograd/higher_order.py)."""
         cls = self._forward_cls
         backward = _backward_of(cls)
         full = []
@@ -102,11 +105,13 @@ class FunctionCtx:
             g = grads[k] if k >= 0 else None
             if g is None:
                 full.append(_wrap(np.zeros(shape, dtype)) if self.materialize_grads else None)
+            elif create_graph:
+                full.append(g)
             else:
                 full.append(_wrap(g.reshape(shape)))
-        state = _grad_state  # backward runs with grad mode off (create_graph=False)
+        state = _grad_state  # backward runs with grad mode = create_graph, as in torch
         enabled = state.enabled
-        state.enabled = False
+        state.enabled = create_graph
         try:
             result = backward(self, *full)
         finally:
@@ -143,7 +148,15 @@ class FunctionCtx:
                         f"Function {name} returned an invalid gradient at index {index} - got "
                         f"{list(a.shape)} but expected shape compatible with {list(shape)}"
                     )
-                a = _sum_to(a, shape)
+                if create_graph:
+                    from .higher_order import sum_to
+
+                    g = sum_to(g, shape)
+                else:
+                    a = _sum_to(a, shape)
+            if create_graph:
+                out.append(g if a.dtype == dtype else g.to(dtype))
+                continue
             out.append(a)  # (the engine's buffer write casts it to the input's dtype)
         return out
 

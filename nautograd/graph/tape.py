@@ -199,6 +199,9 @@ class Tape:
         self.ip_pool = {(): 0}  # attribute tuple -> start in iparams
         self.fp_pool = {(): 0}
         self.obj = []  # per node: None, a leaf Tensor (ACC), or a tuple of kept arrays
+        # per node: (input shapes, output shapes, kwargs) of an op, for its differentiable
+        # formula under create_graph (autograd/higher_order.py); None for other nodes
+        self.meta = []
         self.h2node = []  # handle -> node id (-1: free)
         self.free_h = []
         self.live = 0  # handles in use
@@ -303,10 +306,9 @@ class Tape:
         self.nflushed = self.n
         self.flushed = (self.ne, self.no, self.ns, self.n64, self.n32)
 
-    def record(self, opcode, f32, enodes, enrs, out_numels, saved, ip, fp):
-        """Append a node with next edges ``zip(enodes, enrs)`` (node -1: a null edge).
-
-        Returns the node id. Callers ``reserve()`` first.
+    def record(self, opcode, f32, enodes, enrs, out_numels, saved, ip, fp, meta=None):
+        """Append a node with next edges ``zip(enodes, enrs)`` (node -1: a null edge) and
+        ``meta`` (see ``self.meta``). Returns the node id. Callers ``reserve()`` first.
         """
         i = self.n
         ips = self.ip_pool.get(ip)
@@ -354,6 +356,7 @@ class Tape:
         else:
             self.obj.append(None)
         self._rows += (opcode, flags, ips, len(ip), fps, len(fp), ne, no, self.ns)
+        self.meta.append(meta)
         self.n = i + 1
         if i + 1 >= len(self.op):  # compaction here would renumber the edges' nodes
             raise RuntimeError("internal error: tape.record() without reserve()")
@@ -436,6 +439,7 @@ class Tape:
         self.ip_pool = {(): 0}
         self.fp_pool = {(): 0}
         self.obj = []
+        self.meta = []
         self.heavy = []
         self.retained = {}
         self.hooks = {}
@@ -459,6 +463,8 @@ class Tape:
         kept = np.flatnonzero(newid >= 0)
         obj = self.obj
         self.obj = [obj[i] for i in kept]
+        meta = self.meta
+        self.meta = [meta[i] for i in kept]
         self.heavy = [int(newid[i]) for i in self.heavy if newid[i] >= 0]
         self.retained = {int(newid[k]): v for k, v in self.retained.items() if newid[k] >= 0}
         self.hooks = {int(newid[k]): v for k, v in self.hooks.items() if newid[k] >= 0}

@@ -6,7 +6,7 @@ import numpy as np
 
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, scaled_into, view
 from ._shapes import binary_params, nary_params, numel
-from .registry import Case, defop
+from .registry import Case, defop, formula_of
 
 # ---------------------------------------------------------------------------------------------
 # broadcasting binary ops: result = f(x, y); (dx, dy) = partial(x, y, result)
@@ -157,11 +157,41 @@ _BINARY_CASES = [
 ]
 
 
+def binary_formula(partials):
+    """The create_graph formula of a broadcasting binary op that saved (x, y):
+    ``partials(x, y)`` gives (d result/dx, d result/dy) as tensors or numbers."""
+
+    def formula(ctx, grad):
+        x, y = ctx.input(0, 0), ctx.input(1, 1)
+        dx, dy = partials(x, y)
+        xs, ys = ctx.input_shapes
+        need = ctx.needs_input_grad
+        return (
+            ctx.sum_to(grad * dx, xs) if need[0] else None,
+            ctx.sum_to(grad * dy, ys) if need[1] else None,
+        )
+
+    return formula
+
+
 def _binary_op(name, f, partial, save=True, cases=None, **kw):
     backward = _binary_kernel(name, partial)
     return defop(
         name, _binary_forward(name, f, save), backward, nin=2, cases=cases or _BINARY_CASES, **kw
     )
+
+
+def _tie_split(x, y):
+    """maximum's partials (torch splits the gradient evenly at ties): constants."""
+    a, b = x._data, y._data
+    dx = (a > b) + 0.5 * (a == b)
+    return _const(dx, a.dtype), _const(1.0 - dx, a.dtype)
+
+
+def _const(a, dtype):
+    from ..tensor import _wrap
+
+    return _wrap(np.asarray(a, dtype=dtype))
 
 
 @numba.njit
@@ -197,6 +227,7 @@ mul = _binary_op(
     "mul",
     np.multiply,
     _p_mul,
+    formula=binary_formula(lambda x, y: (y, x)),
     methods=("mul", "multiply"),
     functions=("mul", "multiply"),
     dunders=("__mul__", "__rmul__"),
@@ -206,6 +237,7 @@ div = _binary_op(
     "div",
     np.true_divide,
     _p_div,
+    formula=binary_formula(lambda x, y: (1.0 / y, -x / (y * y))),
     methods=("div", "divide", "true_divide"),
     functions=("div", "divide", "true_divide"),
     dunders=("__truediv__", "__rtruediv__"),
@@ -215,10 +247,22 @@ div = _binary_op(
 
 _TENSOR_CASES = [c for c in _BINARY_CASES if all(isinstance(s, tuple) for s in c.shapes)]
 maximum = _binary_op(
-    "maximum", np.maximum, _p_maximum, methods=("maximum",), int_ok=True, cases=_TENSOR_CASES
+    "maximum",
+    np.maximum,
+    _p_maximum,
+    formula=binary_formula(_tie_split),
+    methods=("maximum",),
+    int_ok=True,
+    cases=_TENSOR_CASES,
 )
 minimum = _binary_op(
-    "minimum", np.minimum, _p_minimum, methods=("minimum",), int_ok=True, cases=_TENSOR_CASES
+    "minimum",
+    np.minimum,
+    _p_minimum,
+    formula=binary_formula(lambda x, y: _tie_split(y, x)),
+    methods=("minimum",),
+    int_ok=True,
+    cases=_TENSOR_CASES,
 )
 
 
@@ -289,10 +333,25 @@ def sub_backward(G, G2, go, gi, V, so, sa, ip, fp):
     _linear2(G, go, gi, ip, 1.0, -fp[0])
 
 
+def _linear2_formula(sign):
+    # add/sub: grad_x = grad, grad_y = sign * alpha * grad, each summed to its shape
+    def formula(ctx, grad):
+        xs, ys = ctx.input_shapes
+        a = sign * ctx.kwargs.get("alpha", 1)
+        need = ctx.needs_input_grad
+        return (
+            ctx.sum_to(grad, xs) if need[0] else None,
+            ctx.sum_to(grad if a == 1 else grad * a, ys) if need[1] else None,
+        )
+
+    return formula
+
+
 add = defop(
     "add",
     _add_forward,
     add_backward,
+    formula=_linear2_formula(1),
     nin=2,
     methods=("add",),
     dunders=("__add__", "__radd__"),
@@ -303,6 +362,7 @@ sub = defop(
     "sub",
     _sub_forward,
     sub_backward,
+    formula=_linear2_formula(-1),
     nin=2,
     methods=("sub", "subtract"),
     functions=("sub", "subtract"),
@@ -340,10 +400,23 @@ def where_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad[offs[i]] += g[i] * (c if k == 0 else 1.0 - c)
 
 
+def _where_formula(ctx, grad):
+    cond = np.asarray(ctx.kwargs["condition"], dtype=bool)
+    ng = ctx.ng
+    zero = ctx.constant(0.0)
+    xs, ys = ctx.input_shapes
+    need = ctx.needs_input_grad
+    return (
+        ctx.sum_to(ng.where(cond, grad, zero), xs) if need[0] else None,
+        ctx.sum_to(ng.where(cond, zero, grad), ys) if need[1] else None,
+    )
+
+
 where = defop(
     "where",
     _where_forward,
     where_backward,
+    formula=_where_formula,
     nin=2,
     api=lambda apply, condition, input, other: apply(where, input, other, condition=condition),
     int_ok=True,
@@ -385,6 +458,10 @@ to_copy = defop(
     "_to_copy",
     _to_forward,
     to_backward,
+    # the input's dtype is the node's (ip[1] == 1) or the other floating dtype
+    formula=lambda ctx, grad: (
+        grad if ctx.ip[1] else grad.to(np.float64 if ctx.dtype == np.float32 else np.float32)
+    ),
     node_name="ToCopyBackward0",
     functions=(),
     int_ok=True,
@@ -410,6 +487,11 @@ def copy_backward(G, G2, go, gi, V, so, sa, ip, fp):
     grad_x = view(G, gi[0], n)
     for i in range(n):
         grad_x[i] += g[i]
+
+
+@formula_of(copy_backward)
+def _copy_formula(ctx, grad):
+    return grad.reshape(ctx.input_shapes[0])
 
 
 clone = defop(

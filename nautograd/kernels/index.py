@@ -20,7 +20,7 @@ import numpy as np
 
 from ._jit import bcast_offsets, kernel, saved_index, view
 from ._shapes import binary_params, coalesce, wrap_dim
-from .registry import Case, attributes_of, defcomposite, defop
+from .registry import Case, attributes_of, defcomposite, defop, formula_of
 
 # ---------------------------------------------------------------------------------------------
 # strided views
@@ -61,6 +61,37 @@ def strided_backward(G, G2, go, gi, V, so, sa, ip, fp):
     offs = bcast_offsets(ip, 4, nd, 0, n)
     for i in range(n):
         grad_x[off + offs[i]] += g[i]
+
+
+def scatter_formula(ctx, grad, index):
+    """create_graph: the gradient of x for a result that picked x's elements through the flat
+    ``index`` map (-1: no element): zeros of x's size with ``grad`` added at ``index``,
+    written with scatter_add (whose own formula gathers back: linear both ways)."""
+    xs = ctx.input_shapes[0]
+    index = np.asarray(index, np.int64).reshape(-1)
+    g = grad.reshape(-1)
+    valid = index >= 0
+    if not valid.all():
+        keep = np.flatnonzero(valid)
+        g, index = g[keep], index[keep]
+    zeros = ctx.constant(np.zeros(int(np.prod(xs, dtype=np.int64))))
+    return zeros.scatter_add(0, index, g).reshape(xs)
+
+
+@formula_of(strided_backward)
+def _strided_formula(ctx, grad):
+    nx, off, n, nd = ctx.ip[:4]
+    ip = ctx.ip
+    index = np.full(max(n, 0), off, np.int64)
+    if n:
+        shape, strides = ip[4 : 4 + nd], ip[4 + nd : 4 + 2 * nd]
+        offs = np.zeros(shape, np.int64)
+        for d in range(nd):
+            view = [1] * nd
+            view[d] = shape[d]
+            offs = offs + (np.arange(shape[d]) * strides[d]).reshape(view)
+        index = index + offs.reshape(-1)
+    return (scatter_formula(ctx, grad, index),)
 
 
 def _view_op(name, f, cases, **kw):
@@ -107,6 +138,11 @@ def take_backward(G, G2, go, gi, V, so, sa, ip, fp):
         j = index[i]
         if j >= 0:
             grad_x[j] += g[i]
+
+
+@formula_of(take_backward)
+def _take_formula(ctx, grad):
+    return (scatter_formula(ctx, grad, ctx.saved(0)),)
 
 
 def _positions(shape):
@@ -753,6 +789,18 @@ def scatter_add_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad_src[source[j]] += g[target[j]]
 
 
+def _scatter_add_formula(ctx, grad):
+    # grad_x = grad; grad_src[source[j]] = grad[target[j]] (each source position once)
+    xs, ss = ctx.input_shapes
+    need = ctx.needs_input_grad
+    grad_src = None
+    if need[1]:
+        target, source = ctx.saved(0), ctx.saved(1)
+        zeros = ctx.constant(np.zeros(int(np.prod(ss, dtype=np.int64))))
+        grad_src = zeros.scatter_add(0, source, grad.reshape(-1)[target]).reshape(ss)
+    return (grad if need[0] else None, grad_src)
+
+
 def _scatter_add_api(apply, input, dim, index, src):
     return apply(scatter_add, input, src, dim=dim, index=index)
 
@@ -761,6 +809,7 @@ scatter_add = defop(
     "scatter_add",
     _scatter_add_forward,
     scatter_add_backward,
+    formula=_scatter_add_formula,
     nin=2,
     api=_scatter_add_api,
     methods=("scatter_add",),

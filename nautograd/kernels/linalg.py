@@ -16,7 +16,7 @@ from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
 from .index import expand as _expand
 from .reduce import sum_ as _sum
-from .registry import Case, defcomposite, defop
+from .registry import Case, defcomposite, defop, formula_of
 from .shape import permute as _permute
 from .shape import reshape as _reshape
 
@@ -129,6 +129,26 @@ _CASES = [
     Case(((2, 3, 4), (4,))),
 ]
 
+
+@formula_of(matmul_backward)
+def _matmul_formula(ctx, grad):
+    # torch.matmul's rules: a 1-D x is a row (1, k), a 1-D y a column (k, 1), removed from the
+    # result; batch dims broadcast. grad_X = G Y^T, grad_Y = X^T G, summed to each shape.
+    xs, ys = ctx.input_shapes
+    x, y = ctx.input(0, 0), ctx.input(1, 1)
+    X = x.unsqueeze(0) if x.ndim == 1 else x
+    Y = y.unsqueeze(-1) if y.ndim == 1 else y
+    G = grad
+    if y.ndim == 1:
+        G = G.unsqueeze(-1)
+    if x.ndim == 1:
+        G = G.unsqueeze(-2)
+    need = ctx.needs_input_grad
+    grad_x = ctx.sum_to(G @ Y.mT, X.shape).reshape(xs) if need[0] else None
+    grad_y = ctx.sum_to(X.mT @ G, Y.shape).reshape(ys) if need[1] else None
+    return grad_x, grad_y
+
+
 matmul = defop(
     "matmul",
     _matmul_forward,
@@ -196,10 +216,19 @@ bmm = defop(
 )
 mv = defop("mv", _mv_forward, matmul_backward, nin=2, methods=("mv",), cases=_CASES[2:3])
 dot = defop("dot", _dot_forward, matmul_backward, nin=2, methods=("dot",), cases=_CASES[3:4])
+
+
+def _outer_formula(ctx, grad):
+    x, y = ctx.input(0, 0), ctx.input(1, 1)
+    need = ctx.needs_input_grad
+    return (grad @ y if need[0] else None, x @ grad if need[1] else None)
+
+
 outer = defop(
     "outer",
     _outer_forward,
     matmul_backward,
+    formula=_outer_formula,
     nin=2,
     methods=("outer", "ger"),
     functions=("outer", "ger"),
@@ -315,10 +344,30 @@ _SQUARE_CASES = [
     Case(((3, 3),), {"shift": "eye(3)"}, call=_shifted),
     Case(((2, 4, 4),), {"shift": "eye(4)"}, call=_shifted),
 ]
+
+
+def _inv_formula(ctx, grad):
+    r = ctx.output(0, 1).mT  # d(A^-1) = -A^-1 dA A^-1: grad_A = -R^T grad R^T
+    return (-(r @ grad @ r),)
+
+
+def _det_formula(ctx, grad):
+    # d det(A) = det(A) tr(A^-1 dA): grad_A = grad det(A) A^-T (A invertible)
+    a, d = ctx.input(0, 0), ctx.output(0, 1)
+    return ((grad * d).unsqueeze(-1).unsqueeze(-1) * ctx.ng.linalg.inv(a).mT,)
+
+
+def _logabsdet_formula(ctx, grad):
+    # d log|det A| = tr(A^-1 dA)
+    a = ctx.input(0, 0)
+    return (grad.unsqueeze(-1).unsqueeze(-1) * ctx.ng.linalg.inv(a).mT,)
+
+
 inv = defop(
     "inverse",
     _inv_forward,
     square_backward,
+    formula=_inv_formula,
     methods=("inverse",),
     functions=("inverse",),
     linalg=("inv",),
@@ -329,6 +378,7 @@ det = defop(
     "det",
     _det_forward,
     square_backward,
+    formula=_det_formula,
     methods=("det",),
     linalg=("det",),
     node_name="LinalgDetBackward0",
@@ -338,6 +388,7 @@ logabsdet = defop(
     "_logabsdet",
     _logabsdet_forward,
     square_backward,
+    formula=_logabsdet_formula,
     functions=(),
     node_name="LinalgSlogdetBackward0",
     cases=[
@@ -426,10 +477,25 @@ def solve_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad_a -= np.dot(gB, xb.T).reshape(nn)
 
 
+def _solve_formula(ctx, grad):
+    # X = A^-1 B: grad_B = A^-T grad, grad_A = -grad_B X^T
+    a, x = ctx.input(0, 0), ctx.output(0, 1)
+    grad_b = ctx.ng.linalg.solve(a.mT, grad)
+    need = ctx.needs_input_grad
+    grad_a = None
+    if need[0]:
+        if x.ndim == a.ndim - 1:  # B was a vector (a batch of vectors)
+            grad_a = -(grad_b.unsqueeze(-1) @ x.unsqueeze(-2))
+        else:
+            grad_a = -(grad_b @ x.mT)
+    return grad_a, grad_b if need[1] else None
+
+
 solve = defop(
     "solve",
     _solve_forward,
     solve_backward,
+    formula=_solve_formula,
     nin=2,
     functions=(),
     linalg=("solve",),

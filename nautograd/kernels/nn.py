@@ -7,7 +7,7 @@ import numpy as np
 
 from .._threads import parallel_for
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
-from ._shapes import outer_inner, wrap_dim
+from ._shapes import outer_inner, wrap_dim, wrap_dims
 from ._vmath import LOOP, vexp
 from .reduce import _reduce_params
 from .registry import Case, defop
@@ -191,10 +191,21 @@ def _row_dot(g, y, base, size, inner, log):
 
 _CASES = [Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": -2}), Case(((5,),), {"dim": 0})]
 
+
+def _softmax_formula(ctx, grad):
+    d = wrap_dim("softmax", ctx.kwargs["dim"], len(ctx.input_shapes[0]))
+    r = ctx.output(0, 0)
+    if ctx.ip[3] == 0:  # softmax: grad_x = r (grad - sum(grad r))
+        return (r * (grad - (grad * r).sum(dim=d, keepdim=True)),)
+    # log_softmax: grad_x = grad - exp(r) sum(grad)
+    return (grad - r.exp() * grad.sum(dim=d, keepdim=True),)
+
+
 softmax = defop(
     "softmax",
     _softmax_forward,
     softmax_backward,
+    formula=_softmax_formula,
     methods=("softmax",),
     nn_functional=True,
     node_name="SoftmaxBackward0",
@@ -204,6 +215,7 @@ log_softmax = defop(
     "log_softmax",
     _log_softmax_forward,
     softmax_backward,
+    formula=_softmax_formula,
     methods=("log_softmax",),
     nn_functional=True,
     node_name="LogSoftmaxBackward0",
@@ -245,10 +257,20 @@ def logsumexp_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad_x[i] += g[j] * math.exp(x[i] - result[j])
 
 
+def _logsumexp_formula(ctx, grad):
+    # grad_x = grad exp(x - result), both broadcast back over the reduced dims
+    xs = ctx.input_shapes[0]
+    dims = wrap_dims("logsumexp", ctx.kwargs["dim"], len(xs))
+    kept = tuple(1 if d in dims else s for d, s in enumerate(xs))
+    x, r = ctx.input(0, 0), ctx.output(0, 1)
+    return (grad.reshape(kept) * (x - r.reshape(kept)).exp(),)
+
+
 logsumexp = defop(
     "logsumexp",
     _logsumexp_forward,
     logsumexp_backward,
+    formula=_logsumexp_formula,
     methods=("logsumexp",),
     cases=[
         Case(((3, 4),), {"dim": 1}),

@@ -32,7 +32,7 @@ from ._shapes import coalesce, numel, outer_inner, wrap_dim, wrap_dims
 from ._vmath import LOOP
 from .elementwise import maximum, minimum
 from .index import _positions, take_backward, take_forward
-from .registry import Case, attributes_of, defop
+from .registry import Case, attributes_of, defop, formula_of
 
 _PARAMS = {}
 _SUM_LOOP = dict(LOOP, fastmath={"reassoc", "contract"})
@@ -203,6 +203,22 @@ def sum_backward(G, G2, go, gi, V, so, sa, ip, fp):
     _sum_to_input(G, go, gi, ip, fp[0])
 
 
+def _kept(shape, dim):
+    """(dims, the result's shape with keepdim=True) of a reduction of ``shape`` over ``dim``."""
+    dims = wrap_dims("reduction", dim, len(shape))
+    return dims, tuple(1 if d in dims else s for d, s in enumerate(shape))
+
+
+@formula_of(sum_backward)
+def _sum_formula(ctx, grad):
+    # sum/mean: the gradient broadcast back over the reduced dims (times 1/count for mean)
+    xs = ctx.input_shapes[0]
+    _, kept = _kept(xs, ctx.kwargs.get("dim"))
+    scale = ctx.fp[0]
+    g = grad.reshape(kept).expand(xs)
+    return (g if scale == 1.0 else g * scale,)
+
+
 _CASES = [
     Case(((3, 4),)),
     Case(((3, 4),), {"dim": 1}),
@@ -327,6 +343,59 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 else:
                     d = v * abs(v) ** (p - 2.0) / r ** (p - 1.0)
                 grad_x[_pos(pos, ident, base + t)] += go_ * d
+
+
+@formula_of(group_backward)
+def _group_formula(ctx, grad):
+    outer, k, ident, code = ctx.ip
+    p = ctx.fp[0]
+    xs = ctx.input_shapes[0]
+    dim = ctx.kwargs.get("dim")
+    if dim == () and code in (AMAX, AMIN):
+        dim = None  # amax/amin(dim=()) reduce every dim
+    dims, kept = _kept(xs, dim)
+    xg = ctx.saved(0)
+    if ident:
+        xf = xg
+    else:  # xg holds x's elements with the reduced dims last; pos maps them back
+        xf = np.empty_like(xg)
+        xf[ctx.saved(2)] = xg
+    a = xf.reshape(xs)
+    x = ctx.input(0, xf)
+    r = ctx.output(0, 1).reshape(kept)
+    g = grad.reshape(kept)
+    rv = r._data
+    ng = ctx.ng
+    if code == PROD:
+        if not a.all():
+            raise NotImplementedError(
+                "create_graph=True: the differentiable backward of prod over a tensor with zero "
+                "elements is not implemented yet"
+            )
+        return (g * r / x,)
+    if code in (AMAX, AMIN, NORM_INF, NORM_NEG_INF):
+        v = np.abs(a) if code >= NORM_INF else a
+        hit = v == rv
+        share = hit / np.sum(hit, axis=dims, keepdims=True)
+        if code >= NORM_INF:
+            share = share * np.sign(a)
+        return (g * ctx.constant(share),)
+    if code == NORM_ZERO:
+        return (ctx.constant(np.zeros(xs)),)
+    nonzero = ctx.constant(rv != 0)
+    safe = ng.where(rv == 0, ctx.constant(1.0), r)  # torch: no gradient where the result is 0
+    if code == VAR or code == STD:
+        # var = sum (x - mean)^2 / (k - c); std = sqrt(var)
+        centered = x - x.mean(dim=dims, keepdim=True)
+        if code == VAR:
+            return (g * centered * (2.0 / (k - p)),)
+        return (g * centered / ((k - p) * safe) * nonzero,)
+    # NORM: d||x||_p/dx = x |x|^(p-2) / ||x||^(p-1)
+    if p == 1.0:
+        return (g * ctx.constant(np.sign(a)),)
+    if p == 2.0:
+        return (g * x / safe * nonzero,)
+    return (g * x * x.abs() ** (p - 2.0) / safe ** (p - 1.0) * nonzero,)
 
 
 def _group_op(name, reduce_fn, code_fn, cases, signature=None, all_dims=None, **kw):
@@ -625,6 +694,32 @@ def scan_backward(G, G2, go, gi, V, so, sa, ip, fp):
                     m = max(ln, a)
                     ln = m + math.log(math.exp(ln - m) + math.exp(a - m))
                 grad_x[i] += math.exp(x[i] + lp) - math.exp(x[i] + ln)
+
+
+@formula_of(scan_backward)
+def _scan_formula(ctx, grad):
+    code = ctx.ip[3]
+    xs = ctx.input_shapes[0]
+    if not xs:
+        return (grad,)  # a scan of one element is the identity
+    d = wrap_dim("scan", ctx.kwargs["dim"], len(xs))
+
+    def reverse_cumsum(t):  # sum_{j >= i} t_j along d
+        return t.flip((d,)).cumsum(d).flip((d,))
+
+    if code == CUMSUM:
+        return (reverse_cumsum(grad),)
+    x, r = ctx.input(0, 0), ctx.output(0, 1)
+    if code == CUMPROD:
+        # grad_x_i = sum_{j >= i} grad_j result_j / x_i
+        if not x._data.all():
+            raise NotImplementedError(
+                "create_graph=True: the differentiable backward of cumprod over a tensor with "
+                "zero elements is not implemented yet"
+            )
+        return (reverse_cumsum(grad * r) / x,)
+    # logcumsumexp: grad_x_i = sum_{j >= i} grad_j exp(x_i - result_j)
+    return (x.exp() * reverse_cumsum(grad * (-r).exp()),)
 
 
 def _logcumsumexp(x, axis):

@@ -57,6 +57,25 @@ class Op:
     opcode: int = -1
     composite: bool = False  # api is the whole op: it calls other ops through apply
     cases: list = field(default_factory=list)  # see tests/op_cases.py
+    # the backward written with nautograd ops, used under create_graph=True so that gradients
+    # can be differentiated again: formula(ctx, *grads) -> one gradient (or None) per input
+    # (ctx: autograd/higher_order.py FormulaCtx)
+    formula: object = None
+
+
+_FAMILY_FORMULAS = {}  # id of a shared backward kernel -> the create_graph formula of its ops
+
+
+def formula_of(kernel):
+    """Decorator: the create_graph formula of every op declared later with ``kernel`` as its
+    backward (an op's own ``formula=`` wins). Families of ops share one kernel and one
+    formula, as the unary functions do."""
+
+    def register(f):
+        _FAMILY_FORMULAS[id(kernel)] = f
+        return f
+
+    return register
 
 
 def defop(name, forward, backward=None, **kw):
@@ -64,6 +83,8 @@ def defop(name, forward, backward=None, **kw):
     if name in OP_BY_NAME:
         raise ValueError(f"op {name!r} declared twice")
     op = Op(name, forward, backward, **kw)
+    if op.formula is None and backward is not None:
+        op.formula = _FAMILY_FORMULAS.get(id(backward))
     if not op.node_name:
         op.node_name = "".join(p.capitalize() for p in name.split("_")) + "Backward0"
     if op.functions is None:

@@ -153,10 +153,19 @@ def _permute_forward(x, dims):
     return np.transpose(x, perm), (), _permute_params(x.shape, perm), ()
 
 
+def _permute_formula(ctx, grad):
+    dims = ctx.kwargs["dims"]
+    if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
+        dims = tuple(dims[0])
+    perm = [wrap_dim("permute", d, len(dims)) for d in dims]
+    return (grad.permute(*np.argsort(perm).tolist()),)
+
+
 permute = defop(
     "permute",
     _permute_forward,
     permute_backward,
+    formula=_permute_formula,
     int_ok=True,
     api=lambda apply, input, *dims: apply(permute, input, dims=dims),
     methods=("permute",),
@@ -177,6 +186,9 @@ transpose = defop(
     "transpose",
     _transpose_forward,
     permute_backward,
+    formula=lambda ctx, grad: (
+        grad.transpose(ctx.kwargs["dim0"], ctx.kwargs["dim1"]) if grad.ndim else grad,
+    ),
     int_ok=True,
     methods=("transpose", "swapaxes"),
     functions=("transpose", "swapaxes"),
@@ -195,6 +207,7 @@ t = defop(
     "t",
     _t_forward,
     permute_backward,
+    formula=lambda ctx, grad: (grad.t(),),
     int_ok=True,
     node_name="TBackward0",
     methods=("t",),
@@ -267,10 +280,27 @@ def _stack_forward(*arrays, dim=0):
     return np.concatenate(expanded, axis=d), (), ip, ()
 
 
+def _cat_formula(ctx, grad):
+    # each input's slice of grad along the cat dim (stack: along a new dim)
+    shapes = ctx.input_shapes
+    stacked = len(ctx.output_shapes[0]) == len(shapes[0]) + 1
+    d = wrap_dim("cat", ctx.kwargs.get("dim", 0), len(ctx.output_shapes[0]))
+    out, start = [], 0
+    for s, need in zip(shapes, ctx.needs_input_grad, strict=True):
+        size = 1 if stacked else s[d]
+        if need:
+            out.append(grad.narrow(d, start, size).reshape(s))
+        else:
+            out.append(None)
+        start += size
+    return tuple(out)
+
+
 cat = defop(
     "cat",
     _cat_forward,
     cat_backward,
+    formula=_cat_formula,
     nin=-1,
     int_ok=True,
     functions=("cat", "concat", "concatenate"),
@@ -280,6 +310,7 @@ stack = defop(
     "stack",
     _stack_forward,
     cat_backward,
+    formula=_cat_formula,
     nin=-1,
     int_ok=True,
     cases=[Case(((2, 3), (2, 3))), Case(((3,), (3,), (3,)), {"dim": 1}), Case(((), ()))],
@@ -316,6 +347,10 @@ unbind = defop(
     "unbind",
     _unbind_forward,
     unbind_backward,
+    # (the engine gives outputs no consumer used zeros)
+    formula=lambda ctx, *grads: (
+        ctx.ng.stack(grads, dim=wrap_dim("unbind", ctx.kwargs.get("dim", 0), grads[0].ndim + 1)),
+    ),
     int_ok=True,
     methods=("unbind",),
     cases=[Case(((3, 4),)), Case(((3, 4),), {"dim": 1}), Case(((4,),))],
@@ -349,10 +384,21 @@ def select_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad_x[(o * size + j) * inner + c] += g[o * inner + c]
 
 
+def _select_formula(ctx, grad):
+    from .index import scatter_formula
+
+    xs = ctx.input_shapes[0]
+    d = wrap_dim("select", ctx.kwargs["dim"], len(xs))
+    positions = np.arange(numel(xs)).reshape(xs)
+    index = np.take(positions, ctx.kwargs["index"] % xs[d], axis=d)
+    return (scatter_formula(ctx, grad, index),)
+
+
 select = defop(
     "select",
     _select_forward,
     select_backward,
+    formula=_select_formula,
     int_ok=True,
     methods=("select",),
     cases=[Case(((3, 4),), {"dim": 0, "index": 1}), Case(((3, 4),), {"dim": 1, "index": -1})],

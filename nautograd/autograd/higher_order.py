@@ -1,0 +1,365 @@
+"""``create_graph=True``: the backward pass recorded as differentiable ops.
+
+Each op's compiled backward kernel computes numbers only; under ``create_graph`` the engine
+instead calls the op's *formula* (``Op.formula``, declared next to its kernel in
+``kernels/*.py``): the same derivative written with nautograd ops, so the gradients it
+returns are themselves recorded and can be differentiated again (DESIGN.md step 7).
+
+The walk is Python, in heap order: node ids are sequence numbers and every edge points to a
+smaller id, so visiting the reachable nodes by descending id runs each node after all of its
+consumers, as the compiled scheduler does. A formula reads what the node saved as tensors
+attached to the graph where the value came from: ``ctx.input(j, k)`` is saved value ``k`` as
+input ``j`` of the node (its gradient flows along the node's edge ``j``), ``ctx.output(i, k)``
+as the node's own output ``i`` (its gradient flows back into the node: torch's saved
+outputs). Gradients reaching one buffer from several consumers are summed with a recorded
+``add``, as torch's InputBuffer does under grad mode.
+"""
+
+import warnings
+
+import numpy as np
+
+from ..graph.tape import ACC, F32, HAS_SAVED, PY, RELEASED
+from ..kernels import OPS
+from ..tensor import Tensor, _accumulator, _wrap
+from ._errors import RELEASED_MSG, modified_inplace
+from .function import FunctionCtx
+from .grad_mode import _state as _grad_state
+
+W2 = (
+    "Using backward() with create_graph=True will create a reference cycle between the "
+    "parameter and its gradient which can cause a memory leak. We recommend using "
+    "autograd.grad when creating the graph to avoid this. If you have to use this function, "
+    "make sure to reset the .grad fields of your parameters to None after use to break the "
+    "cycle and avoid the leak."
+)
+
+
+def sum_to(g, shape):
+    """Sum the broadcast gradient tensor ``g`` down to ``shape`` (torch's sum_to), recorded."""
+    shape = tuple(shape)
+    if g.shape == shape:
+        return g
+    lead = g.ndim - len(shape)
+    if lead:
+        g = g.sum(dim=tuple(range(lead)))
+    dims = tuple(d for d, n in enumerate(shape) if n == 1 and g.shape[d] != 1)
+    if dims:
+        g = g.sum(dim=dims, keepdim=True)
+    return g.reshape(shape)
+
+
+class FormulaCtx:
+    """What a formula sees of its node: shapes, attributes, saved values as graph tensors."""
+
+    def __init__(self, tape, node, meta, edges, needs):
+        self._tape = tape
+        self._node = node
+        self.input_shapes, self.output_shapes, self.kwargs = meta
+        self._edges = edges  # [(node or -1, input_nr)] per input
+        self.needs_input_grad = needs
+        self._saved = None
+
+    @property
+    def dtype(self):
+        return np.float32 if self._tape.flags[self._node] & F32 else np.float64
+
+    @property
+    def ip(self):
+        """The node's integer attributes (what the compiled kernel reads)."""
+        t, i = self._tape, self._node
+        s = int(t.ip_start[i])
+        return tuple(t.iparams[s : s + int(t.ip_len[i])].tolist())
+
+    @property
+    def fp(self):
+        """The node's float attributes."""
+        t, i = self._tape, self._node
+        s = int(t.fp_start[i])
+        return tuple(t.fparams[s : s + int(t.fp_len[i])].tolist())
+
+    def saved(self, k):
+        """Saved value ``k`` as a flat numpy array (a copy of an arena value, or the array
+        kept by address)."""
+        if self._saved is None:
+            t, i = self._tape, self._node
+            s0, s1 = t.saved_ptr[i : i + 2].tolist()
+            offs = t.saved_off[s0:s1].tolist()
+            lens = t.saved_addr[s0:s1].tolist()
+            kept = iter(t.obj[i] or ())
+            V = t.v32 if t.flags[i] & F32 else t.v64
+            out = []
+            for off, m in zip(offs, lens, strict=True):
+                out.append(next(kept).reshape(-1) if off < 0 else V[off : off + m].copy())
+            self._saved = out
+        return self._saved[k]
+
+    def input(self, j, k):
+        """Saved value ``k`` (or the array ``k``) as input ``j`` of the node: a tensor of the
+        input's shape whose gradient flows along the node's edge ``j`` (a constant if that
+        input needs none)."""
+        value = (self.saved(k) if isinstance(k, int) else np.asarray(k)).reshape(
+            self.input_shapes[j]
+        )
+        node, nr = self._edges[j]
+        return _attached(self._tape, node, nr, value)
+
+    def output(self, i, k):
+        """Saved value ``k`` (or the array ``k``) as the node's output ``i``: its gradient
+        flows back into this node (torch's saved outputs)."""
+        value = (self.saved(k) if isinstance(k, int) else np.asarray(k)).reshape(
+            self.output_shapes[i]
+        )
+        return _attached(self._tape, self._node, i, value)
+
+    def constant(self, a):
+        """A tensor holding ``a`` that needs no gradient."""
+        return _wrap(np.asarray(a, dtype=self.dtype))
+
+    @staticmethod
+    def sum_to(g, shape):
+        return sum_to(g, shape)
+
+    @property
+    def ng(self):
+        import nautograd
+
+        return nautograd
+
+
+def _attached(tape, node, nr, value):
+    """A tensor with ``value`` standing for output ``nr`` of ``node`` in the graph."""
+    if node < 0:
+        return _wrap(value)
+    t = _wrap(value, True)
+    t._tape = tape
+    t._h = tape.new_handle(node)
+    t._out = nr
+    return t
+
+
+def _root_grads(roots, grads):
+    """The root gradients as tensors (a tensor given by the user stays as it is, so a
+    gradient that requires grad is differentiated through)."""
+    if grads is None:
+        grads = (None,) * len(roots)
+    if len(grads) != len(roots):
+        raise RuntimeError(
+            "grad can be implicitly created only for scalar outputs"
+            if not grads
+            else f"Mismatch in number of grad_outputs: got {len(grads)} for {len(roots)} outputs"
+        )
+    out = []
+    for i, (t, g) in enumerate(zip(roots, grads, strict=True)):
+        dt = t._data.dtype
+        if g is None:
+            if t._data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            out.append(_wrap(np.ones(t._data.shape, dt)))
+            continue
+        if not isinstance(g, Tensor):
+            g = _wrap(np.asarray(g, dtype=dt))
+        if g.shape != t.shape:
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{i}] has a shape of "
+                f"torch.Size({list(g.shape)}) and output[{i}] has a shape of "
+                f"torch.Size({list(t.shape)})."
+            )
+        out.append(g if g._data.dtype == dt else g.to(dt))
+    return out
+
+
+def _edge(tape, t):
+    if t._h >= 0:
+        if t._tape is not tape:
+            raise RuntimeError("backward(): the tensors were recorded on different threads' tapes")
+        return tape.h2node[t._h], t._out
+    if t._acc_tape is tape:
+        return tape.h2node[t._acc_h], 0
+    return -1, 0
+
+
+def _accumulate(t, g):
+    """AccumulateGrad under grad mode: the first gradient is cloned, later ones added out of
+    place, so ``.grad`` is itself differentiable (torch's case 3)."""
+    if t._hooks:
+        g = _run_hooks(t._hooks, g)
+    if t._grad is None:
+        t._grad = g.clone() if g._rg else _wrap(g._data.copy())
+    else:
+        t._grad = t._grad + g
+
+
+def _run_hooks(fns, g):
+    for fn in list(fns):
+        result = fn(g)
+        if result is None:
+            continue
+        if not isinstance(result, Tensor):
+            result = _wrap(np.asarray(result, dtype=g._data.dtype))
+        if result.shape != g.shape:
+            name = getattr(fn, "__name__", repr(fn))
+            raise RuntimeError(f"hook '{name}' has changed the size of value")
+        g = result
+    return g
+
+
+def execute(roots, grads, retain_graph, targets, accumulate):
+    """The create_graph backward from ``roots``. Returns the gradient (a tensor or None) of
+    each target; with ``accumulate``, leaves (only the targets, if given) get ``.grad``."""
+    for i, t in enumerate(roots):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"backward(): expected Tensors as roots, got {type(t).__name__}")
+        if not t._rg:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+    root_grads = _root_grads(roots, grads)
+    tape = next((t._tape for t in roots if t._h >= 0), None)
+    if tape is None:
+        from ..graph.tape import current_tape
+
+        tape = current_tape()
+    tape.reserve(len(roots) + 1)
+    for t in roots:
+        if t._h < 0:
+            _accumulator(tape, t)
+    root_edges = [_edge(tape, t) for t in roots]
+    target_edges = [_edge(tape, t) for t in targets] if targets is not None else None
+    tape.flush()
+    state = _grad_state
+    enabled = state.enabled
+    state.enabled = True
+    tape.running += 1  # node ids stay put while the formulas record
+    try:
+        return _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain_graph,
+                     accumulate)  # fmt: skip
+    finally:
+        tape.running -= 1
+        state.enabled = enabled
+
+
+def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, accumulate):
+    n = tape.n
+    edge_ptr = tape.edge_ptr[: n + 1].tolist()
+    edge_node = tape.edge_node[: edge_ptr[n]].tolist()
+    edge_nr = tape.edge_input_nr[: edge_ptr[n]].tolist()
+    out_ptr = tape.out_ptr[: n + 1].tolist()
+    flags = tape.flags[:n].tolist()
+    opcodes = tape.op[:n].tolist()
+
+    # the nodes reachable from the roots
+    seen = set()
+    stack = [e[0] for e in root_edges]
+    while stack:
+        v = stack.pop()
+        if v in seen:
+            continue
+        seen.add(v)
+        stack.extend(c for c in edge_node[edge_ptr[v] : edge_ptr[v + 1]] if c >= 0)
+    order = sorted(seen)
+    # with targets: only nodes on a path to a target run (exec_info); ids ascend
+    # topologically from the leaves, so one ascending pass decides it
+    needed = None
+    captured = {}
+    if target_edges is not None:
+        tnodes = {e[0] for e in target_edges if e[0] >= 0}
+        needed = set()
+        for v in order:
+            if v in tnodes or any(
+                c in needed for c in edge_node[edge_ptr[v] : edge_ptr[v + 1]] if c >= 0
+            ):
+                needed.add(v)
+        want = {e for e in target_edges if e[0] >= 0}
+    buffers = {}
+    for (node, k), g in zip(root_edges, root_grads, strict=True):
+        buf = buffers.setdefault(node, [None] * (out_ptr[node + 1] - out_ptr[node]))
+        buf[k] = g if buf[k] is None else buf[k] + g
+    obj = tape.obj
+    for node in reversed(order):
+        grads = buffers.pop(node, None)
+        if grads is None or (needed is not None and node not in needed):
+            continue
+        f = flags[node]
+        hooks = tape.hooks.get(node)
+        if hooks:
+            for k, (shape, fns) in list(hooks.items()):
+                g = grads[k]
+                if g is None:
+                    g = _wrap(np.zeros(shape, np.float32 if f & F32 else np.float64))
+                grads[k] = _run_hooks(fns, g)
+        if accumulate and node in tape.retained:
+            for k, ref in list(tape.retained[node].items()):
+                t = ref()
+                if t is not None and grads[k] is not None:
+                    if targets is None or any(t is x for x in targets):
+                        _accumulate(t, grads[k])
+        if needed is not None:
+            for k, g in enumerate(grads):
+                if (node, k) in want:
+                    captured[(node, k)] = g
+        if f & ACC:
+            leaf = obj[node]()
+            if accumulate and leaf is not None and leaf._rg and grads[0] is not None:
+                if targets is None or any(leaf is x for x in targets):
+                    _accumulate(leaf, grads[0])
+            continue
+        e0, e1 = edge_ptr[node], edge_ptr[node + 1]
+        children = edge_node[e0:e1]
+        if needed is not None and not any(c in needed for c in children if c >= 0):
+            continue  # a target itself: captured, not run
+        if f & RELEASED and f & HAS_SAVED:
+            raise RuntimeError(RELEASED_MSG)
+        for vc, version, shape, dtype in tape.versions.get(node, ()):
+            if vc[0] != version:
+                raise modified_inplace(shape, dtype, vc[0], version)
+        nrs = edge_nr[e0:e1]
+        needs = tuple(c >= 0 and (needed is None or c in needed) for c in children)
+        ctx = obj[node]
+        if f & PY and isinstance(ctx, FunctionCtx):
+            results = ctx._run_backward(grads, create_graph=True)
+            shapes = None
+        else:
+            op = OPS[opcodes[node] - 1]
+            if op.formula is None:
+                raise NotImplementedError(
+                    f"create_graph=True: {op.node_name} (the backward of {op.name}) has no "
+                    "differentiable formula yet, so it cannot be differentiated twice"
+                )
+            meta = tape.meta[node]
+            dt = np.float32 if f & F32 else np.float64
+            grads = [
+                _wrap(np.zeros(s, dt)) if g is None else g
+                for g, s in zip(grads, meta[1], strict=True)
+            ]
+            fctx = FormulaCtx(tape, node, meta, list(zip(children, nrs, strict=True)), needs)
+            results = op.formula(fctx, *grads)
+            if not isinstance(results, (tuple, list)):
+                results = (results,)
+            shapes = meta[0]
+        for j, (g, c, nr) in enumerate(zip(results, children, nrs, strict=True)):
+            if g is None or c < 0 or not needs[j]:
+                continue
+            if shapes is not None and g.shape != shapes[j]:
+                raise RuntimeError(
+                    f"internal error: the create_graph formula of {OPS[opcodes[node] - 1].name} "
+                    f"gave input {j} a gradient of shape {g.shape}, expected {shapes[j]}"
+                )
+            buf = buffers.get(c)
+            if buf is None:
+                buf = buffers[c] = [None] * (out_ptr[c + 1] - out_ptr[c])
+            buf[nr] = g if buf[nr] is None else buf[nr] + g
+        if not retain:
+            tape.flags[node] |= RELEASED
+            if f & PY and isinstance(ctx, FunctionCtx):
+                ctx._release()
+            elif obj[node] is not None and not f & ACC:
+                obj[node] = None
+                tape.versions.pop(node, None)
+    if target_edges is None:
+        return None
+    return [captured.get(e) if e[0] >= 0 else None for e in target_edges]
+
+
+def warn_backward():
+    warnings.warn(W2, UserWarning, stacklevel=3)
