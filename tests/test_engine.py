@@ -185,6 +185,24 @@ def test_retain_grad_accumulates_on_nonleaf():
     assert not x.retains_grad
 
 
+def test_retained_grad_fills_when_grad_or_backward_inputs_reach_its_node():
+    # torch's retains_grad hook fires whenever the backward reaches the node: also under
+    # autograd.grad (run or captured) and backward(inputs=) through it (values from torch)
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    h = x * x
+    h.retain_grad()
+    ng.autograd.grad((h * 3).sum(), x, retain_graph=True)
+    close(h.grad, [3.0, 3.0])
+    (h * 3).sum().backward(inputs=[x])
+    close(h.grad, [6.0, 6.0])
+    close(x.grad, [6.0, 12.0])
+    y = ng.tensor([1.0, 2.0], requires_grad=True)
+    h2 = y * 2
+    h2.retain_grad()
+    ng.autograd.grad((h2 * h2).sum(), h2)
+    close(h2.grad, [4.0, 8.0])
+
+
 def test_nonleaf_grad_access_warns():
     x = ng.tensor([1.0], requires_grad=True)
     h = x * 2

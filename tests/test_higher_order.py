@@ -94,3 +94,219 @@ def test_ops_without_a_formula_raise_naming_the_node():
     y = ng.linalg.cholesky(a).sum()
     with pytest.raises(NotImplementedError, match="LinalgCholeskyExBackward0|cholesky"):
         ng.autograd.grad(y, a, create_graph=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# the engine under create_graph (torch's test_autograd scenarios, reference section 5)
+
+
+def _pair(values, lib):
+    if lib is ng:
+        return [ng.tensor(v, requires_grad=True) for v in values]
+    return [torch.tensor(v, requires_grad=True, dtype=torch.float64) for v in values]
+
+
+def test_hessian_vector_through_backward_create_graph():
+    # z = x^2 + xy + y^2: x.grad = 2x + y, y.grad = x + 2y; then d(2 x.grad + y.grad) = (5, 4)
+    x, y = _pair([[1.0, -2.0], [0.5, 3.0]], ng)
+    z = x * x + x * y + y * y
+    with pytest.warns(UserWarning, match="reference cycle"):
+        z.backward(ng.ones(2), create_graph=True)
+    first_x = (2 * x + y).detach().numpy().copy()
+    first_y = (x + 2 * y).detach().numpy().copy()
+    np.testing.assert_allclose(x.grad.detach().numpy(), first_x)
+    assert x.grad.requires_grad and x.grad.grad_fn is not None
+    (2 * x.grad + y.grad).backward(ng.ones(2))
+    np.testing.assert_allclose(x.grad.detach().numpy(), first_x + 5)
+    np.testing.assert_allclose(y.grad.detach().numpy(), first_y + 4)
+
+
+def test_grad_create_graph_leaves_grad_untouched():
+    x, y = _pair([[1.0, -2.0], [0.5, 3.0]], ng)
+    z = x * x + x * y + y * y
+    gx, gy = ng.autograd.grad(z, [x, y], ng.ones(2), create_graph=True)
+    (h,) = ng.autograd.grad(2 * gx + gy, x, ng.ones(2), create_graph=True)
+    np.testing.assert_allclose(h.detach().numpy(), np.full(2, 5.0))
+    assert x.grad is None and y.grad is None
+
+
+def test_grad_of_grad_with_a_non_leaf_input_matches_torch():
+    # five steps of x <- x - 0.1 grad(f(x), x, create_graph=True), then backward to x_init
+    def run(lib):
+        (x_init,) = _pair([[0.3, -1.2, 2.0]], lib)
+        x = x_init * 1.0
+        for _ in range(5):
+            f = (x.sin() * x * x).sum()
+            (g,) = lib.autograd.grad(f, x, create_graph=True)
+            x = x - 0.1 * g
+        x.sum().backward()
+        return x.detach().numpy(), x_init.grad.numpy()
+
+    for a, b in zip(run(ng), run(torch), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_accumulate_under_create_graph_assigns_a_new_grad():
+    (x,) = _pair([[1.0, 2.0]], ng)
+    y = x + 2
+    y.backward(ng.ones(2), create_graph=True)
+    first = x.grad
+    y.backward(ng.ones(2), create_graph=True)
+    assert x.grad is not first  # out of place: the old .grad is unchanged
+    np.testing.assert_allclose(first.detach().numpy(), [1.0, 1.0])
+    np.testing.assert_allclose(x.grad.detach().numpy(), [2.0, 2.0])
+
+
+def test_backward_create_graph_warns_and_grad_does_not():
+    import warnings
+
+    (x,) = _pair([[1.0, 2.0]], ng)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ng.autograd.grad((x * x).sum(), x, create_graph=True)
+    with pytest.warns(UserWarning, match="create_graph=True will create a reference cycle"):
+        (x * x).sum().backward(create_graph=True)
+
+
+def test_second_derivative_of_a_linear_function_is_none_or_materialized_zeros():
+    (x,) = _pair([[1.0, 2.0]], ng)
+    a = ng.tensor([3.0, -1.0])
+    (g,) = ng.autograd.grad((x * a).sum(), x, create_graph=True)
+    assert not g.requires_grad  # it depends on a only
+    (x2,) = _pair([[1.0, 2.0]], ng)
+    (g2,) = ng.autograd.grad((x2 * x2 * a).sum() + (x * a).sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="appears to not have been used"):
+        ng.autograd.grad(g2.sum() + (x2 * 1.0).sum(), x, allow_unused=False)
+    (none,) = ng.autograd.grad((x2 * x2).sum(), x, allow_unused=True, create_graph=True)
+    assert none is None
+    (zeros,) = ng.autograd.grad((x2 * x2).sum(), x, materialize_grads=True, create_graph=True)
+    np.testing.assert_array_equal(zeros.detach().numpy(), [0.0, 0.0])
+    assert zeros.requires_grad  # zeros_like(input, requires_grad=create_graph), as torch
+
+
+def test_create_graph_retains_the_graph_unless_told_not_to():
+    (x,) = _pair([[1.0, 2.0]], ng)
+    y = (x.exp() * x).sum()
+    ng.autograd.grad(y, x, create_graph=True)
+    ng.autograd.grad(y, x, create_graph=True)  # retain_graph defaults to create_graph
+    ng.autograd.grad(y, x, create_graph=True, retain_graph=False)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        ng.autograd.grad(y, x, create_graph=True)
+
+
+def test_hooks_and_retain_grad_under_create_graph():
+    def run(lib):
+        (x,) = _pair([[1.0, 2.0]], lib)
+        h = x * x
+        h.retain_grad()
+        h.register_hook(lambda g: g * 3)
+        y = (h * x).sum()
+        y.backward(create_graph=True)
+        first = h.grad.detach().numpy().copy(), x.grad.detach().numpy()
+        # the hook is recorded, and fires again in the second pass through h, whose
+        # retained .grad accumulates (also under grad(), as torch's retains_grad hook)
+        (gg,) = lib.autograd.grad(x.grad.sum(), x)
+        return *first, gg.numpy(), h.grad.detach().numpy()
+
+    ours = run(ng)
+    # dy/dh = x, tripled by the hook; dy/dx = h + (3 x) 2 x = 7 x^2; then 2x * 3 + 12 x
+    np.testing.assert_allclose(ours[0], [3.0, 6.0])
+    np.testing.assert_allclose(ours[1], [7.0, 28.0])
+    np.testing.assert_allclose(ours[2], [18.0, 36.0])
+    np.testing.assert_allclose(ours[3], [6.0, 9.0])
+    for a, b in zip(ours, run(torch), strict=True):
+        np.testing.assert_allclose(a, b)
+
+
+def test_backward_create_graph_with_inputs_fills_only_them():
+    x, y = _pair([[1.0, 2.0], [3.0, 4.0]], ng)
+    z = (x * x * y).sum()
+    z.backward(inputs=[x], create_graph=True)
+    assert y.grad is None
+    np.testing.assert_allclose(x.grad.detach().numpy(), [6.0, 16.0])
+    (gy,) = ng.autograd.grad(x.grad.sum(), y)
+    np.testing.assert_allclose(gy.numpy(), [2.0, 4.0])
+
+
+def test_custom_function_backward_is_differentiated_under_create_graph():
+    class Cube(ng.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x**3
+
+        @staticmethod
+        def backward(ctx, grad):
+            (x,) = ctx.saved_tensors
+            return grad * 3 * x * x
+
+    x = ng.tensor([1.0, -2.0], requires_grad=True)
+    y = x * 1.0  # a saved non-leaf input
+    (g,) = ng.autograd.grad(Cube.apply(y).sum(), x, create_graph=True)
+    np.testing.assert_allclose(g.detach().numpy(), [3.0, 12.0])
+    # the saved input is attached to the graph again under create_graph: d(3 x^2) = 6 x
+    (gg,) = ng.autograd.grad(g.sum(), x)
+    np.testing.assert_allclose(gg.numpy(), [6.0, -12.0])
+
+
+def test_custom_function_saved_output_is_differentiated_under_create_graph():
+    class Exp(ng.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            result = x.exp()
+            ctx.save_for_backward(result)
+            return result
+
+        @staticmethod
+        def backward(ctx, grad):
+            (result,) = ctx.saved_tensors
+            return grad * result
+
+    def run(lib, fn):
+        (x,) = _pair([[0.5, -1.0, 2.0]], lib)
+        (g,) = lib.autograd.grad((fn(x) * x).sum(), x, create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), x)
+        return g.detach().numpy(), gg.numpy()
+
+    class TorchExp(torch.autograd.Function):
+        forward = Exp.forward
+        backward = Exp.backward
+
+    ours, ref = run(ng, Exp.apply), run(torch, TorchExp.apply)
+    for a, b in zip(ours, ref, strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_gradient_penalty_matches_torch():
+    # WGAN-GP style: the norm of a network's input gradient, differentiated w.r.t. the weights
+    rng = np.random.default_rng(3)
+    w1, b1, w2 = rng.standard_normal((4, 6)), rng.standard_normal(6), rng.standard_normal((6, 1))
+    xv = rng.standard_normal((5, 4))
+
+    def run(lib):
+        t = ng.tensor if lib is ng else (lambda a, **k: torch.tensor(a, **k))
+        W1, B1, W2 = (t(a, requires_grad=True) for a in (w1, b1, w2))
+        x = t(xv, requires_grad=True)
+        out = (lib.tanh(x @ W1 + B1) @ W2).sum()
+        (gx,) = lib.autograd.grad(out, x, create_graph=True)
+        penalty = ((gx * gx).sum(1).sqrt() - 1.0).pow(2).mean()
+        return [g.numpy() for g in lib.autograd.grad(penalty, [W1, B1, W2])]
+
+    for a, b in zip(run(ng), run(torch), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_repeated_hessian_vector_products_keep_the_tape_bounded():
+    from nautograd.graph.tape import current_tape
+
+    x = ng.tensor(np.linspace(-1, 1, 8), requires_grad=True)
+    v = ng.tensor(np.ones(8))
+    sizes = []
+    for _ in range(600):
+        y = (x.tanh() * x).sum()
+        (g,) = ng.autograd.grad(y, x, create_graph=True)
+        (hv,) = ng.autograd.grad((g * v).sum(), x)
+        sizes.append(current_tape().n)
+    # (the tape may grow once while a walk records, when compaction must wait)
+    assert max(sizes[300:]) <= max(sizes[:300])
+    assert current_tape().live <= 4

@@ -460,19 +460,24 @@ def backward(
                     t.retain_grad()
                 else:
                     _accumulate(t, g)
-        for node, outs in list(tape.retained.items()):
-            if node < len(state) and state[node]:
-                for k, ref in list(outs.items()):
-                    t = ref()
-                    if t is None:
-                        del outs[k]
-                        continue
-                    if targets is not None and not any(t is x for x in targets):
-                        continue
-                    g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
-                    _accumulate(t, g)
+        _retained_grads(tape, state, buf_off, G64, G32)
     finally:
         tape.release_grad_arenas(owned)
+
+
+def _retained_grads(tape, state, buf_off, G64, G32):
+    """torch's retains_grad hooks: a non-leaf that retains grad gets its gradient added to
+    ``.grad`` whenever the backward reaches its node, to run it or to capture it (also under
+    grad(), which otherwise leaves ``.grad`` alone)."""
+    for node, outs in list(tape.retained.items()):
+        if node < len(state) and state[node]:
+            for k, ref in list(outs.items()):
+                t = ref()
+                if t is None:
+                    del outs[k]
+                    continue
+                g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
+                _accumulate(t, g)
 
 
 def _unused(i):
@@ -544,6 +549,8 @@ def grad(
                 result.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)
             else:
                 result.append(_wrap(g.copy()))
+        if tape.retained:
+            _retained_grads(tape, state, buf_off, G64, G32)
     finally:
         tape.release_grad_arenas(owned)
     if as_dict:

@@ -31,7 +31,10 @@ class FunctionCtx:
     is there in backward.
     """
 
-    _saved = None  # tuple of (tensor or None, version counter, version) once saved
+    _saved = None  # tuple of (tensor or None, version counter, version, role) once saved
+    # under create_graph, role ("in", edge) / ("out", output) -> the saved tensor attached to
+    # the graph again (autograd/higher_order.py); None otherwise
+    _attach = None
     _released = False
     _dirty = ()
     _non_differentiable = ()
@@ -56,10 +59,11 @@ class FunctionCtx:
         if self._saved is None:
             return tuple(getattr(self, "_to_save", ()))
         out = []
-        for t, vc, version in self._saved:
+        attach = self._attach
+        for t, vc, version, role in self._saved:
             if t is not None and vc[0] != version:
                 raise modified_inplace(t.shape, t._data.dtype, vc[0], version)
-            out.append(t)
+            out.append(attach(role, t) if attach is not None and role is not None else t)
         return tuple(out)
 
     @property
@@ -428,15 +432,26 @@ def _record(ctx, args, output):
     # tensor holding a handle into the tape (an input's node, a leaf's AccumulateGrad, this
     # node's own output) would keep the tape alive through the ctx the tape holds, so it
     # never resets after the user's tensors die
+    # Each keeps its role (an input's edge, or an output of this node) as integers, so that
+    # under create_graph it is attached to the graph again, as torch's saved variables are.
     to_save = ctx.__dict__.pop("_to_save", None)
     if to_save:
         saved = []
         for t in to_save:
             if t is None:
-                saved.append((None, None, 0))
+                saved.append((None, None, 0, None))
                 continue
-            alias = made.get(id(t), t).detach()
-            saved.append((alias, alias._vc, alias._vc[0]))
+            r = made.get(id(t))
+            role = None
+            if r is not None:
+                role = ("out", r._out)
+            else:
+                for x, info in zip(args, inputs, strict=True):
+                    if x is t and info is not None and info[3]:
+                        role = ("in", info[0])
+                        break
+            alias = (r if r is not None else t).detach()
+            saved.append((alias, alias._vc, alias._vc[0], role))
         ctx._saved = tuple(saved)
     # (the marks hold tensors, with their handles: not kept past recording, see above)
     ctx._dirty = ctx._non_differentiable = ()

@@ -138,6 +138,18 @@ def _attached(tape, node, nr, value):
     return t
 
 
+def _saved_attacher(tape, node, children, nrs):
+    """A custom Function's saved inputs and outputs, attached where they sit in the graph."""
+
+    def attach(role, t):
+        kind, k = role
+        if kind == "out":
+            return _attached(tape, node, k, t._data)
+        return _attached(tape, children[k], nrs[k], t._data)
+
+    return attach
+
+
 def _root_grads(roots, grads):
     """The root gradients as tensors (a tensor given by the user stays as it is, so a
     gradient that requires grad is differentiated through)."""
@@ -288,12 +300,6 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
                 if g is None:
                     g = _wrap(np.zeros(shape, np.float32 if f & F32 else np.float64))
                 grads[k] = _run_hooks(fns, g)
-        if accumulate and node in tape.retained:
-            for k, ref in list(tape.retained[node].items()):
-                t = ref()
-                if t is not None and grads[k] is not None:
-                    if targets is None or any(t is x for x in targets):
-                        _accumulate(t, grads[k])
         if needed is not None:
             for k, g in enumerate(grads):
                 if (node, k) in want:
@@ -306,6 +312,12 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
             continue
         e0, e1 = edge_ptr[node], edge_ptr[node + 1]
         children = edge_node[e0:e1]
+        if node in tape.retained:
+            # torch's retains_grad hooks: whenever the walk reaches the node (also under grad())
+            for k, ref in list(tape.retained[node].items()):
+                t = ref()
+                if t is not None and grads[k] is not None:
+                    _accumulate(t, grads[k])
         if needed is not None and not any(c in needed for c in children if c >= 0):
             continue  # a target itself: captured, not run
         if f & RELEASED and f & HAS_SAVED:
@@ -317,7 +329,11 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
         needs = tuple(c >= 0 and (needed is None or c in needed) for c in children)
         ctx = obj[node]
         if f & PY and isinstance(ctx, FunctionCtx):
-            results = ctx._run_backward(grads, create_graph=True)
+            ctx._attach = _saved_attacher(tape, node, children, nrs)
+            try:
+                results = ctx._run_backward(grads, create_graph=True)
+            finally:
+                ctx._attach = None
             shapes = None
         else:
             op = OPS[opcodes[node] - 1]
