@@ -1,6 +1,6 @@
 """The torch.autograd surface."""
 
-from . import graph  # noqa: F401
+from . import functional, graph  # noqa: F401
 from .engine import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
 from .grad_mode import (
