@@ -45,3 +45,14 @@ def test_custom_function_example_matches_the_unrolled_gradient_and_learns():
     assert example["check_gradient"]() < 1e-10
     first, last = example["train"](steps=60, verbose=False)
     assert last < 0.05 * first
+
+
+def test_newton_example_converges_quadratically_with_the_exact_hessian():
+    norms, hessian_error = _load("newton_hessian.py")["newton"](verbose=False)
+    assert hessian_error < 1e-12  # functional.hessian against the closed form
+    assert norms[-1] < 1e-12 and len(norms) <= 8
+    # quadratic convergence: once close, the gradient norm roughly squares each step
+    close = [k for k in range(len(norms) - 1) if norms[k] < 1e-3]
+    assert close
+    for k in close:
+        assert norms[k + 1] < 100 * norms[k] ** 2
