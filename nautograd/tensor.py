@@ -627,20 +627,24 @@ def _run(op, args, arrays, dt, rg, kwargs):
     outs = result if multi else (result,)
     f32 = outs[0].dtype == float32  # a node computes in (and buffers) its result's dtype
     enodes, enrs = _edges(tape, args, op.name + "()")
-    # the shapes and attributes a create_graph formula needs (autograd/higher_order.py);
-    # ~0.2 us an op (DESIGN-NOTES "create_graph")
+    # what a create_graph formula needs besides the saved values (autograd/higher_order.py):
+    # the input shapes (one shape for one input: no tuple to build), kwargs if any, and the
+    # output shapes of a multi-output op (a single output's shape is its gradient's). Kept as
+    # cheap as that: ~0.3 us an op (DESIGN-NOTES "create_graph")
     k = len(arrays)
     if k == 1:
-        shapes = (arrays[0].shape,)
+        shapes = arrays[0].shape
     elif k == 2:
         shapes = (arrays[0].shape, arrays[1].shape)
     else:
         shapes = tuple([a.shape for a in arrays])
     if multi:
-        meta = (shapes, tuple([r.shape for r in outs]), kwargs)
         node = tape.record(
-            op.opcode, f32, enodes, enrs, [r.size for r in outs], saved, ip, fp, meta
+            op.opcode, f32, enodes, enrs, [r.size for r in outs], saved, ip, fp, shapes
         )
+        tape.out_shapes[node] = tuple([r.shape for r in outs])
+        if kwargs:
+            tape.kwargs[node] = kwargs
         if saved and tape.obj[node] is not None:
             _note_versions(tape, node, args, saved)
         wrapped = []
@@ -651,8 +655,9 @@ def _run(op, args, arrays, dt, rg, kwargs):
             t._out = k
             wrapped.append(t)
         return tuple(wrapped)
-    meta = (shapes, (result.shape,), kwargs)
-    node = tape.record(op.opcode, f32, enodes, enrs, [result.size], saved, ip, fp, meta)
+    node = tape.record(op.opcode, f32, enodes, enrs, [result.size], saved, ip, fp, shapes)
+    if kwargs:
+        tape.kwargs[node] = kwargs
     if saved and tape.obj[node] is not None:
         _note_versions(tape, node, args, saved)
     t = _new(Tensor)

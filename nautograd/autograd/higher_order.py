@@ -52,10 +52,12 @@ def sum_to(g, shape):
 class FormulaCtx:
     """What a formula sees of its node: shapes, attributes, saved values as graph tensors."""
 
-    def __init__(self, tape, node, meta, edges, needs):
+    def __init__(self, tape, node, input_shapes, output_shapes, edges, needs):
         self._tape = tape
         self._node = node
-        self.input_shapes, self.output_shapes, self.kwargs = meta
+        self.input_shapes = input_shapes
+        self.output_shapes = output_shapes
+        self.kwargs = tape.kwargs.get(node, {})
         self._edges = edges  # [(node or -1, input_nr)] per input
         self.needs_input_grad = needs
         self._saved = None
@@ -342,17 +344,22 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
                     f"create_graph=True: {op.node_name} (the backward of {op.name}) has no "
                     "differentiable formula yet, so it cannot be differentiated twice"
                 )
-            meta = tape.meta[node]
-            dt = np.float32 if f & F32 else np.float64
-            grads = [
-                _wrap(np.zeros(s, dt)) if g is None else g
-                for g, s in zip(grads, meta[1], strict=True)
-            ]
-            fctx = FormulaCtx(tape, node, meta, list(zip(children, nrs, strict=True)), needs)
-            results = op.formula(fctx, *grads)
+            shapes = tape.meta[node]
+            if len(children) == 1:
+                shapes = (shapes,)
+            outs = tape.out_shapes.get(node)
+            if outs is None:
+                outs = (grads[0].shape,)  # one output: a node runs only with its gradient
+            else:
+                dt = np.float32 if f & F32 else np.float64
+                grads = [
+                    _wrap(np.zeros(s, dt)) if g is None else g
+                    for g, s in zip(grads, outs, strict=True)
+                ]
+            edges = list(zip(children, nrs, strict=True))
+            results = op.formula(FormulaCtx(tape, node, shapes, outs, edges, needs), *grads)
             if not isinstance(results, (tuple, list)):
                 results = (results,)
-            shapes = meta[0]
         for j, (g, c, nr) in enumerate(zip(results, children, nrs, strict=True)):
             if g is None or c < 0 or not needs[j]:
                 continue

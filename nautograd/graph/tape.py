@@ -199,9 +199,12 @@ class Tape:
         self.ip_pool = {(): 0}  # attribute tuple -> start in iparams
         self.fp_pool = {(): 0}
         self.obj = []  # per node: None, a leaf Tensor (ACC), or a tuple of kept arrays
-        # per node: (input shapes, output shapes, kwargs) of an op, for its differentiable
-        # formula under create_graph (autograd/higher_order.py); None for other nodes
+        # for an op's differentiable formula under create_graph (autograd/higher_order.py):
+        # per node its input shapes (one shape if it has one input; None: not an op), and
+        # node -> kwargs of ops called with attributes, -> output shapes of multi-output ops
         self.meta = []
+        self.kwargs = {}
+        self.out_shapes = {}
         self.h2node = []  # handle -> node id (-1: free)
         self.free_h = []
         self.live = 0  # handles in use
@@ -440,6 +443,8 @@ class Tape:
         self.fp_pool = {(): 0}
         self.obj = []
         self.meta = []
+        self.kwargs = {}
+        self.out_shapes = {}
         self.heavy = []
         self.retained = {}
         self.hooks = {}
@@ -469,6 +474,8 @@ class Tape:
         self.retained = {int(newid[k]): v for k, v in self.retained.items() if newid[k] >= 0}
         self.hooks = {int(newid[k]): v for k, v in self.hooks.items() if newid[k] >= 0}
         self.versions = {int(newid[k]): v for k, v in self.versions.items() if newid[k] >= 0}
+        self.kwargs = {int(newid[k]): v for k, v in self.kwargs.items() if newid[k] >= 0}
+        self.out_shapes = {int(newid[k]): v for k, v in self.out_shapes.items() if newid[k] >= 0}
         self.functions = [int(newid[i]) for i in self.functions if newid[i] >= 0]
         ids = newid.tolist()
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]
