@@ -31,10 +31,26 @@ SCHEMA = 1
 # sizes: scalar-DAG ops, RNN steps, MLP (batch, layer sizes), default repetitions
 SIZES = {
     "full": dict(
-        n_ops=10_000, T=1000, batch=128, layers=(784, 256, 256, 10), n_custom=1000, reps=7
+        n_ops=10_000,
+        T=1000,
+        batch=128,
+        layers=(784, 256, 256, 10),
+        n_custom=1000,
+        hvp=(256, (64, 128, 1)),
+        reps=7,
     ),
-    "quick": dict(n_ops=2000, T=200, batch=128, layers=(784, 256, 256, 10), n_custom=300, reps=3),
-    "tiny": dict(n_ops=200, T=20, batch=8, layers=(32, 16, 16, 10), n_custom=20, reps=1),
+    "quick": dict(
+        n_ops=2000,
+        T=200,
+        batch=128,
+        layers=(784, 256, 256, 10),
+        n_custom=300,
+        hvp=(256, (64, 128, 1)),
+        reps=3,
+    ),
+    "tiny": dict(
+        n_ops=200, T=20, batch=8, layers=(32, 16, 16, 10), n_custom=20, hvp=(8, (8, 16, 1)), reps=1
+    ),
 }
 
 
@@ -156,13 +172,22 @@ def cases(peers, size):
 
         return (lambda: W.custom_chain_inputs(lib)), run, False
 
+    def hvp(name, lib):
+        hb, hs = s["hvp"]
+        if name == "jax":
+            f = W.jax_hvp_fn(lib)
+            return (lambda: W.jax_hvp_inputs(lib, hb, hs)), (lambda st: _block(f(*st))), False
+        return (lambda: W.hvp_inputs(lib, hb, hs)), (lambda st: W.hvp_step(lib, *st)), False
+
     mlp_name = f"mlp_step[{batch}x{'-'.join(map(str, layers))},f32]"
+    hvp_name = f"hessian_vector_product[{s['hvp'][0]}x{'-'.join(map(str, s['hvp'][1]))}]"
     for name, make in (
         (f"scalar_dag_fwd_bwd[{s['n_ops']}]", dag_fb),
         (f"scalar_dag_bwd[{s['n_ops']}]", dag_b),
         (f"rnn_chain_fwd_bwd[T={T}]", rnn),
         (mlp_name, mlp),
         (f"custom_function_chain[{n_custom}]", custom),
+        (hvp_name, hvp),
     ):
         out[name] = {pname: make(pname, lib) for pname, lib in peers.items()}
     return out

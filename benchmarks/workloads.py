@@ -186,6 +186,51 @@ def jax_custom_chain_fn(jax, n=1000):
 # lax.scan and the MLP step is one jitted value_and_grad + update: jax at its best.
 
 
+# ---------------------------------------------------------------------------------------------
+# 6. Hessian-vector product (create_graph): a tanh network's loss, its gradient w.r.t. W1
+#    with create_graph=True, then the gradient of <gradient, v> (double backward).
+
+
+def hvp_arrays(batch=256, sizes=(64, 128, 1), seed=5):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((batch, sizes[0]))
+    w1 = rng.standard_normal(sizes[:2]) / np.sqrt(sizes[0])
+    w2 = rng.standard_normal(sizes[1:]) / np.sqrt(sizes[1])
+    v = rng.standard_normal(sizes[:2])
+    return x, w1, w2, v
+
+
+def hvp_inputs(lib, batch=256, sizes=(64, 128, 1), seed=5):
+    x, w1, w2, v = (lib.tensor(a) for a in hvp_arrays(batch, sizes, seed))
+    w1.requires_grad_(True)
+    return x, w1, w2, v
+
+
+def hvp_loss(lib, x, w1, w2):
+    h = lib.tanh(lib.tanh(x @ w1) @ w2)
+    return (h * h).mean()
+
+
+def hvp_step(lib, x, w1, w2, v):
+    (g,) = lib.autograd.grad(hvp_loss(lib, x, w1, w2), w1, create_graph=True)
+    (hv,) = lib.autograd.grad((g * v).sum(), w1)
+    return hv
+
+
+def jax_hvp_fn(jax):
+    def loss(w1, w2, x):
+        return hvp_loss(jax.numpy, x, w1, w2)
+
+    def hvp(x, w1, w2, v):  # forward-over-reverse, jax's idiom for an HVP
+        return jax.jvp(lambda w: jax.grad(loss)(w, w2, x), (w1,), (v,))[1]
+
+    return jax.jit(hvp)
+
+
+def jax_hvp_inputs(jax, batch=256, sizes=(64, 128, 1), seed=5):
+    return tuple(jax.numpy.asarray(a) for a in hvp_arrays(batch, sizes, seed))
+
+
 def jax_scalar_dag_fn(jax, plan):
     jnp = jax.numpy
 

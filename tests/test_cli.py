@@ -54,6 +54,7 @@ def test_bench_tiny_writes_results_json_and_chart(tmp_path):
         "rnn_chain_fwd_bwd[T=20]",
         "mlp_step[8x32-16-16-10,f32]",
         "custom_function_chain[20]",
+        "hessian_vector_product[8x8-16-1]",
     ]
     for w in result["workloads"]:
         assert set(w["results"]) == {"nautograd", *INSTALLED_PEERS}
@@ -112,7 +113,7 @@ def test_bench_ctrl_c_prints_and_writes_what_finished(tmp_path, monkeypatch, cap
     assert [w["name"] for w in result["workloads"]] == ["scalar_dag_fwd_bwd[200]"]
     assert result["startup"] is None
     out = capsys.readouterr().out
-    assert "interrupted: 1 of 5 workloads finished" in out
+    assert "interrupted: 1 of 6 workloads finished" in out
     assert "scalar_dag_fwd_bwd[200]" in out and "2.000 ms" in out
 
 
