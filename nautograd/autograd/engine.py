@@ -7,10 +7,11 @@ import numpy as np
 
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
-from ..graph.tape import ACC, F32, PY, RELEASED, current_tape
-from ..tensor import Tensor, _accumulator, _wrap
+from ..graph.tape import ACC, F32, PY, RELEASED
+from ..tensor import Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
+from ._roots import prepare
 from .function import FunctionCtx
 
 _EMPTY64 = np.zeros(0, np.float64)
@@ -27,48 +28,6 @@ def _as_tuple(x):
     if isinstance(x, dict):
         return tuple(x.values())
     return tuple(x)
-
-
-def _size(shape):
-    return f"torch.Size({list(shape)})"
-
-
-def _make_grads(roots, grads):
-    """The root gradients as arrays of each root's dtype (PyTorch's _make_grads)."""
-    if grads is None:
-        grads = (None,) * len(roots)
-    if len(grads) != len(roots):
-        raise RuntimeError(
-            "grad can be implicitly created only for scalar outputs"
-            if not grads
-            else f"Mismatch in number of grad_outputs: got {len(grads)} for {len(roots)} outputs"
-        )
-    out = []
-    for i, (t, g) in enumerate(zip(roots, grads, strict=True)):
-        if g is None:
-            if t._data.size != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            out.append(np.ones(1, t._data.dtype))
-            continue
-        a = g._data if isinstance(g, Tensor) else np.asarray(g)
-        if a.shape != t._data.shape:
-            raise RuntimeError(
-                f"Mismatch in shape: grad_output[{i}] has a shape of {_size(a.shape)} and "
-                f"output[{i}] has a shape of {_size(t._data.shape)}."
-            )
-        out.append(np.asarray(a, dtype=t._data.dtype).reshape(-1))
-    return out
-
-
-def _edge(tape, t):
-    """(node, output_nr) of ``t`` on ``tape``; node -1 when ``t`` never entered the graph."""
-    if t._h >= 0:
-        if t._tape is not tape:
-            raise RuntimeError("backward(): the tensors were recorded on different threads' tapes")
-        return tape.h2node[t._h], t._out
-    if t._acc_tape is tape:
-        return tape.h2node[t._acc_h], 0
-    return -1, 0
 
 
 # A leaf of at least this many elements whose .grad is None gets its gradient buffer as an
@@ -88,23 +47,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
     ``tape.release_grad_arenas(owned)``. With ``own_leaves``, big leaves without a ``.grad``
     get buffers of their own: ``own`` maps their node to that array.
     """
-    for i, t in enumerate(roots):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"backward(): expected Tensors as roots, got {type(t).__name__}")
-        if not t._rg:
-            raise RuntimeError(
-                f"element {i} of tensors does not require grad and does not have a grad_fn"
-            )
-    root_grads = _make_grads(roots, grads)
-    tape = next((t._tape for t in roots if t._h >= 0), None) or current_tape()
-    tape.reserve(len(roots) + 1)
-    root_edges = []
-    for t in roots:
-        if t._h < 0:  # a leaf root: its gradient goes straight to its AccumulateGrad
-            _accumulator(tape, t)
-        root_edges.append(_edge(tape, t))
-    target_edges = [_edge(tape, t) for t in targets] if targets is not None else None
-    tape.flush()
+    tape, root_grads, root_edges, target_edges = prepare(roots, grads, targets)
     n = tape.n
     root_nodes = np.array([e[0] for e in root_edges], np.int64)
     if target_edges is None:

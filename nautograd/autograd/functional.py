@@ -142,6 +142,15 @@ _ZERO_MSG = {
 }
 
 
+def _results(outputs, outputs_tuple, res, res_tuple, create_graph):
+    """(outputs, result) as the caller passed them: tuples or single tensors, detached
+    unless create_graph."""
+    return (
+        _unpack(_postprocess(outputs, create_graph), outputs_tuple),
+        _unpack(_postprocess(res, create_graph), res_tuple),
+    )
+
+
 def _zeros_like(t, requires_grad=False):
     return _wrap(np.zeros_like(t._data), requires_grad)
 
@@ -198,10 +207,7 @@ def vjp(func, inputs, v=None, create_graph=False, strict=False):
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         res = _autograd_grad(outputs, inputs, v, create_graph=create_graph)
         res = _fill_in_zeros(res, inputs, strict, create_graph, "back")
-    return (
-        _unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
-        _unpack(_postprocess(res, create_graph), is_inputs_tuple),
-    )
+    return _results(outputs, is_outputs_tuple, res, is_inputs_tuple, create_graph)
 
 
 def jvp(func, inputs, v=None, create_graph=False, strict=False):
@@ -222,10 +228,7 @@ def jvp(func, inputs, v=None, create_graph=False, strict=False):
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         res = _autograd_grad(grad_inputs, grad_outputs, v, create_graph=create_graph)
         res = _fill_in_zeros(res, outputs, strict, create_graph, "back_trick")
-    return (
-        _unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
-        _unpack(_postprocess(res, create_graph), is_outputs_tuple),
-    )
+    return _results(outputs, is_outputs_tuple, res, is_outputs_tuple, create_graph)
 
 
 def jacobian(
@@ -374,10 +377,7 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
         res = _fill_in_zeros(res, inputs, strict, create_graph, "double_back")
-    return (
-        _unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
-        _unpack(_postprocess(res, create_graph), is_inputs_tuple),
-    )
+    return _results(outputs, is_outputs_tuple, res, is_inputs_tuple, create_graph)
 
 
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
@@ -396,7 +396,4 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         res = _autograd_grad(double_back, grad_jac, v, create_graph=create_graph)
         res = _fill_in_zeros(res, inputs, strict, create_graph, "double_back_trick")
-    return (
-        _unpack(_postprocess(outputs, create_graph), is_outputs_tuple),
-        _unpack(_postprocess(res, create_graph), is_inputs_tuple),
-    )
+    return _results(outputs, is_outputs_tuple, res, is_inputs_tuple, create_graph)

@@ -21,10 +21,12 @@ import numpy as np
 
 from ..graph.tape import ACC, F32, HAS_SAVED, PY, RELEASED
 from ..kernels import OPS
-from ..tensor import Tensor, _accumulator, _wrap
+from ..tensor import _wrap
 from ._errors import RELEASED_MSG, modified_inplace
+from ._roots import prepare
 from .function import FunctionCtx
 from .grad_mode import _state as _grad_state
+from .hooks import run_tensor_hooks
 
 W2 = (
     "Using backward() with create_graph=True will create a reference cycle between the "
@@ -152,95 +154,21 @@ def _saved_attacher(tape, node, children, nrs):
     return attach
 
 
-def _root_grads(roots, grads):
-    """The root gradients as tensors (a tensor given by the user stays as it is, so a
-    gradient that requires grad is differentiated through)."""
-    if grads is None:
-        grads = (None,) * len(roots)
-    if len(grads) != len(roots):
-        raise RuntimeError(
-            "grad can be implicitly created only for scalar outputs"
-            if not grads
-            else f"Mismatch in number of grad_outputs: got {len(grads)} for {len(roots)} outputs"
-        )
-    out = []
-    for i, (t, g) in enumerate(zip(roots, grads, strict=True)):
-        dt = t._data.dtype
-        if g is None:
-            if t._data.size != 1:
-                raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            out.append(_wrap(np.ones(t._data.shape, dt)))
-            continue
-        if not isinstance(g, Tensor):
-            g = _wrap(np.asarray(g, dtype=dt))
-        if g.shape != t.shape:
-            raise RuntimeError(
-                f"Mismatch in shape: grad_output[{i}] has a shape of "
-                f"torch.Size({list(g.shape)}) and output[{i}] has a shape of "
-                f"torch.Size({list(t.shape)})."
-            )
-        out.append(g if g._data.dtype == dt else g.to(dt))
-    return out
-
-
-def _edge(tape, t):
-    if t._h >= 0:
-        if t._tape is not tape:
-            raise RuntimeError("backward(): the tensors were recorded on different threads' tapes")
-        return tape.h2node[t._h], t._out
-    if t._acc_tape is tape:
-        return tape.h2node[t._acc_h], 0
-    return -1, 0
-
-
 def _accumulate(t, g):
     """AccumulateGrad under grad mode: the first gradient is cloned, later ones added out of
     place, so ``.grad`` is itself differentiable (torch's case 3)."""
     if t._hooks:
-        g = _run_hooks(t._hooks, g)
+        g = run_tensor_hooks(t._hooks, g)
     if t._grad is None:
         t._grad = g.clone() if g._rg else _wrap(g._data.copy())
     else:
         t._grad = t._grad + g
 
 
-def _run_hooks(fns, g):
-    for fn in list(fns):
-        result = fn(g)
-        if result is None:
-            continue
-        if not isinstance(result, Tensor):
-            result = _wrap(np.asarray(result, dtype=g._data.dtype))
-        if result.shape != g.shape:
-            name = getattr(fn, "__name__", repr(fn))
-            raise RuntimeError(f"hook '{name}' has changed the size of value")
-        g = result
-    return g
-
-
 def execute(roots, grads, retain_graph, targets, accumulate):
     """The create_graph backward from ``roots``. Returns the gradient (a tensor or None) of
     each target; with ``accumulate``, leaves (only the targets, if given) get ``.grad``."""
-    for i, t in enumerate(roots):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"backward(): expected Tensors as roots, got {type(t).__name__}")
-        if not t._rg:
-            raise RuntimeError(
-                f"element {i} of tensors does not require grad and does not have a grad_fn"
-            )
-    root_grads = _root_grads(roots, grads)
-    tape = next((t._tape for t in roots if t._h >= 0), None)
-    if tape is None:
-        from ..graph.tape import current_tape
-
-        tape = current_tape()
-    tape.reserve(len(roots) + 1)
-    for t in roots:
-        if t._h < 0:
-            _accumulator(tape, t)
-    root_edges = [_edge(tape, t) for t in roots]
-    target_edges = [_edge(tape, t) for t in targets] if targets is not None else None
-    tape.flush()
+    tape, root_grads, root_edges, target_edges = prepare(roots, grads, targets, True)
     state = _grad_state
     enabled = state.enabled
     state.enabled = True
@@ -301,7 +229,7 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
                 g = grads[k]
                 if g is None:
                     g = _wrap(np.zeros(shape, np.float32 if f & F32 else np.float64))
-                grads[k] = _run_hooks(fns, g)
+                grads[k] = run_tensor_hooks(fns, g)
         if needed is not None:
             for k, g in enumerate(grads):
                 if (node, k) in want:

@@ -45,18 +45,25 @@ def register_tensor_hook(t, hook):
 
 
 def run_hooks(fns, grad):
-    """Apply hooks in registration order; a returned tensor replaces the gradient."""
+    """Apply hooks in registration order to a copy of the array ``grad``; returns an array."""
+    from ..tensor import _wrap
+
+    return run_tensor_hooks(fns, _wrap(np.array(grad, copy=True)))._data
+
+
+def run_tensor_hooks(fns, value):
+    """Apply hooks in registration order to the tensor ``value``; a returned tensor replaces
+    it (under create_graph the hooks' ops are recorded)."""
     from ..tensor import Tensor, _wrap
 
-    value = _wrap(np.array(grad, copy=True))
     for fn in list(fns):
         result = fn(value)
         if result is None:
             continue
         if not isinstance(result, Tensor):
-            result = _wrap(np.asarray(result, dtype=grad.dtype))
+            result = _wrap(np.asarray(result, dtype=value._data.dtype))
         if result.shape != value.shape:
             name = getattr(fn, "__name__", repr(fn))
             raise RuntimeError(f"hook '{name}' has changed the size of value")
         value = result
-    return value._data
+    return value

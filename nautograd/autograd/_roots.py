@@ -1,0 +1,80 @@
+"""What every backward starts with, compiled or create_graph: the roots checked, their
+gradients made (PyTorch's _make_grads), and the tape edges of the roots and targets."""
+
+import numpy as np
+
+from ..graph.tape import current_tape
+from ..tensor import Tensor, _accumulator, _wrap
+
+
+def _size(shape):
+    return f"torch.Size({list(shape)})"
+
+
+def _make_grads(roots, grads, as_tensors):
+    """The root gradients in each root's dtype: flat arrays, or with ``as_tensors`` tensors
+    (a tensor the user gave stays as it is, so a gradient that requires grad is
+    differentiated through under create_graph)."""
+    if grads is None:
+        grads = (None,) * len(roots)
+    if len(grads) != len(roots):
+        raise RuntimeError(
+            "grad can be implicitly created only for scalar outputs"
+            if not grads
+            else f"Mismatch in number of grad_outputs: got {len(grads)} for {len(roots)} outputs"
+        )
+    out = []
+    for i, (t, g) in enumerate(zip(roots, grads, strict=True)):
+        dt = t._data.dtype
+        if g is None:
+            if t._data.size != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            ones = np.ones(t._data.shape if as_tensors else 1, dt)
+            out.append(_wrap(ones) if as_tensors else ones)
+            continue
+        a = g._data if isinstance(g, Tensor) else np.asarray(g)
+        if a.shape != t._data.shape:
+            raise RuntimeError(
+                f"Mismatch in shape: grad_output[{i}] has a shape of {_size(a.shape)} and "
+                f"output[{i}] has a shape of {_size(t._data.shape)}."
+            )
+        if not as_tensors:
+            out.append(np.asarray(a, dtype=dt).reshape(-1))
+        elif not isinstance(g, Tensor):
+            out.append(_wrap(np.asarray(a, dtype=dt)))
+        else:
+            out.append(g if a.dtype == dt else g.to(dt))
+    return out
+
+
+def edge(tape, t):
+    """(node, output_nr) of ``t`` on ``tape``; node -1 when ``t`` never entered the graph."""
+    if t._h >= 0:
+        if t._tape is not tape:
+            raise RuntimeError("backward(): the tensors were recorded on different threads' tapes")
+        return tape.h2node[t._h], t._out
+    if t._acc_tape is tape:
+        return tape.h2node[t._acc_h], 0
+    return -1, 0
+
+
+def prepare(roots, grads, targets, as_tensors=False):
+    """Check the roots and make their gradients; returns (tape, root gradients, root edges,
+    target edges or None) with the tape flushed."""
+    for i, t in enumerate(roots):
+        if not isinstance(t, Tensor):
+            raise TypeError(f"backward(): expected Tensors as roots, got {type(t).__name__}")
+        if not t._rg:
+            raise RuntimeError(
+                f"element {i} of tensors does not require grad and does not have a grad_fn"
+            )
+    root_grads = _make_grads(roots, grads, as_tensors)
+    tape = next((t._tape for t in roots if t._h >= 0), None) or current_tape()
+    tape.reserve(len(roots) + 1)
+    for t in roots:
+        if t._h < 0:  # a leaf root: its gradient goes straight to its AccumulateGrad
+            _accumulator(tape, t)
+    root_edges = [edge(tape, t) for t in roots]
+    target_edges = [edge(tape, t) for t in targets] if targets is not None else None
+    tape.flush()
+    return tape, root_grads, root_edges, target_edges
