@@ -426,10 +426,24 @@ slogdet = defcomposite(
     methods=("slogdet",),
     linalg=("slogdet",),
 )
+
+
+def _cholesky_formula(ctx, grad):
+    # the kernel's formula: grad_A = sym(L^-T Phi(L^T grad) L^-1), Phi keeping the lower
+    # triangle with the diagonal halved; L is the node's output, so it is differentiated too
+    L = ctx.output(0, 1)
+    n = L.shape[-1]
+    phi = (L.mT @ grad) * ctx.constant(np.tril(np.ones((n, n))) - 0.5 * np.eye(n))
+    li = ctx.ng.linalg.inv(L)
+    s = li.mT @ phi @ li
+    return (0.5 * (s + s.mT),)
+
+
 cholesky = defop(
     "cholesky",
     _cholesky_forward,
     square_backward,
+    formula=_cholesky_formula,
     methods=("cholesky",),
     linalg=("cholesky",),
     node_name="LinalgCholeskyExBackward0",
