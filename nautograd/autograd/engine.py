@@ -423,12 +423,20 @@ def _retained_grads(tape, state, buf_off, G64, G32):
                 _accumulate(t, g)
 
 
-def _unused(i):
-    # torch 2.13's text (older releases said "One of the differentiated Tensors")
-    return (
-        f"The differentiated Tensor at index {i} appears to not have been used in the graph. "
-        "Set allow_unused=True if this is the desired behavior."
-    )
+def _unused_inputs(targets, result, allow_unused, materialize_grads, create_graph):
+    """grad()'s inputs no gradient reached (None in ``result``): torch 2.13's error, or
+    zeros (``zeros_like(input, requires_grad=create_graph)``) with materialize_grads."""
+    for i, (t, g) in enumerate(zip(targets, result, strict=True)):
+        if g is not None:
+            continue
+        if not allow_unused:
+            # (older torch releases said "One of the differentiated Tensors")
+            raise RuntimeError(
+                f"The differentiated Tensor at index {i} appears to not have been used in the "
+                "graph. Set allow_unused=True if this is the desired behavior."
+            )
+        if materialize_grads:
+            result[i] = _wrap(np.zeros_like(t._data), create_graph)
 
 
 def grad(
@@ -472,26 +480,17 @@ def grad(
         retain_graph = create_graph
     if create_graph:
         result = higher_order.execute(roots, grads, retain_graph, targets, accumulate=False)
-        for i, (t, g) in enumerate(zip(targets, result, strict=True)):
-            if g is None:
-                if not allow_unused:
-                    raise RuntimeError(_unused(i))
-                if materialize_grads:
-                    result[i] = _wrap(np.zeros_like(t._data), True)
+        _unused_inputs(targets, result, allow_unused, materialize_grads, True)
         return dict(zip(keys, result, strict=True)) if as_dict else tuple(result)
     tape, state, buf_off, G64, G32, target_edges, _, owned = _execute(
         roots, grads, retain_graph, targets
     )
     try:
         result = []
-        for i, (t, (node, k)) in enumerate(zip(targets, target_edges, strict=True)):
+        for t, (node, k) in zip(targets, target_edges, strict=True):
             g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
-            if g is None:
-                if not allow_unused:
-                    raise RuntimeError(_unused(i))
-                result.append(_wrap(np.zeros_like(t._data)) if materialize_grads else None)
-            else:
-                result.append(_wrap(g.copy()))
+            result.append(None if g is None else _wrap(g.copy()))
+        _unused_inputs(targets, result, allow_unused, materialize_grads, False)
         if tape.retained:
             _retained_grads(tape, state, buf_off, G64, G32)
     finally:

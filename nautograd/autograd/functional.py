@@ -352,28 +352,36 @@ def hessian(
     return _unpack(res, (is_inputs_tuple, is_inputs_tuple))
 
 
-def _scalar_output(func, inputs, name, strict):
-    outputs = func(*inputs)
-    is_outputs_tuple, outputs = _as_tuple(outputs, "outputs of the user-provided function", name)
-    _check_requires_grad(outputs, "outputs", strict)
-    if is_outputs_tuple or not isinstance(outputs[0], Tensor):
-        raise RuntimeError(f"The function given to {name} should return a single Tensor")
-    if outputs[0].numel() != 1:
-        raise RuntimeError(
-            f"The Tensor returned by the function given to {name} should contain a single element"
+def _gradient_of_scalar(func, inputs, v, name, create_graph, strict):
+    """vhp's and hvp's first half: the inputs and v checked, the scalar output of ``func``
+    and its gradient with a graph. Returns (is_inputs_tuple, inputs, v, is_outputs_tuple,
+    outputs, gradient)."""
+    with enable_grad():
+        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", name)
+        inputs = _preprocess(inputs, create_graph, need_graph=True)
+        v = _v_or_single(v, inputs, is_inputs_tuple, name, create_graph, _V_INPUT)
+        outputs = func(*inputs)
+        is_outputs_tuple, outputs = _as_tuple(
+            outputs, "outputs of the user-provided function", name
         )
-    return is_outputs_tuple, outputs
+        _check_requires_grad(outputs, "outputs", strict)
+        if is_outputs_tuple or not isinstance(outputs[0], Tensor):
+            raise RuntimeError(f"The function given to {name} should return a single Tensor")
+        if outputs[0].numel() != 1:
+            raise RuntimeError(
+                f"The Tensor returned by the function given to {name} should contain a single "
+                "element"
+            )
+        jac = _autograd_grad(outputs, inputs, create_graph=True)
+        _check_requires_grad(jac, "jacobian", strict)
+    return is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac
 
 
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), v^T H)`` for a scalar ``func``: a vector-Hessian product."""
-    with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "vhp")
-        inputs = _preprocess(inputs, create_graph, need_graph=True)
-        v = _v_or_single(v, inputs, is_inputs_tuple, "vhp", create_graph, _V_INPUT)
-        is_outputs_tuple, outputs = _scalar_output(func, inputs, "vhp", strict)
-        jac = _autograd_grad(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, "jacobian", strict)
+    is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _gradient_of_scalar(
+        func, inputs, v, "vhp", create_graph, strict
+    )
     with set_grad_enabled(True if create_graph else is_grad_enabled()):
         res = _autograd_grad(jac, inputs, v, create_graph=create_graph)
         res = _fill_in_zeros(res, inputs, strict, create_graph, "double_back")
@@ -383,13 +391,10 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
 def hvp(func, inputs, v=None, create_graph=False, strict=False):
     """``(func(inputs), H v)`` for a scalar ``func``: a Hessian-vector product (by the double
     backward trick, as torch computes it)."""
+    is_inputs_tuple, inputs, v, is_outputs_tuple, outputs, jac = _gradient_of_scalar(
+        func, inputs, v, "hvp", create_graph, strict
+    )
     with enable_grad():
-        is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hvp")
-        inputs = _preprocess(inputs, create_graph, need_graph=True)
-        v = _v_or_single(v, inputs, is_inputs_tuple, "hvp", create_graph, _V_INPUT)
-        is_outputs_tuple, outputs = _scalar_output(func, inputs, "hvp", strict)
-        jac = _autograd_grad(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, "jacobian", strict)
         grad_jac = tuple(_zeros_like(t, requires_grad=True) for t in inputs)
         double_back = _autograd_grad(jac, inputs, grad_jac, create_graph=True)
         _check_requires_grad(jac, "hessian", strict)

@@ -98,23 +98,20 @@ class FormulaCtx:
             self._saved = out
         return self._saved[k]
 
+    def _value(self, k, shape):
+        return (self.saved(k) if isinstance(k, int) else np.asarray(k)).reshape(shape)
+
     def input(self, j, k):
         """Saved value ``k`` (or the array ``k``) as input ``j`` of the node: a tensor of the
         input's shape whose gradient flows along the node's edge ``j`` (a constant if that
         input needs none)."""
-        value = (self.saved(k) if isinstance(k, int) else np.asarray(k)).reshape(
-            self.input_shapes[j]
-        )
         node, nr = self._edges[j]
-        return _attached(self._tape, node, nr, value)
+        return _attached(self._tape, node, nr, self._value(k, self.input_shapes[j]))
 
     def output(self, i, k):
         """Saved value ``k`` (or the array ``k``) as the node's output ``i``: its gradient
         flows back into this node (torch's saved outputs)."""
-        value = (self.saved(k) if isinstance(k, int) else np.asarray(k)).reshape(
-            self.output_shapes[i]
-        )
-        return _attached(self._tape, self._node, i, value)
+        return _attached(self._tape, self._node, i, self._value(k, self.output_shapes[i]))
 
     def constant(self, a):
         """A tensor holding ``a`` that needs no gradient."""
@@ -223,13 +220,12 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
         if grads is None or (needed is not None and node not in needed):
             continue
         f = flags[node]
+        dt = np.float32 if f & F32 else np.float64
         hooks = tape.hooks.get(node)
         if hooks:
             for k, (shape, fns) in list(hooks.items()):
                 g = grads[k]
-                if g is None:
-                    g = _wrap(np.zeros(shape, np.float32 if f & F32 else np.float64))
-                grads[k] = run_tensor_hooks(fns, g)
+                grads[k] = run_tensor_hooks(fns, _wrap(np.zeros(shape, dt)) if g is None else g)
         if needed is not None:
             for k, g in enumerate(grads):
                 if (node, k) in want:
@@ -279,7 +275,6 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
             if outs is None:
                 outs = (grads[0].shape,)  # one output: a node runs only with its gradient
             else:
-                dt = np.float32 if f & F32 else np.float64
                 grads = [
                     _wrap(np.zeros(s, dt)) if g is None else g
                     for g, s in zip(grads, outs, strict=True)
@@ -304,7 +299,7 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
             tape.flags[node] |= RELEASED
             if f & PY and isinstance(ctx, FunctionCtx):
                 ctx._release()
-            elif obj[node] is not None and not f & ACC:
+            elif obj[node] is not None:  # (AccumulateGrad nodes never get here)
                 obj[node] = None
                 tape.versions.pop(node, None)
     if target_edges is None:

@@ -471,11 +471,9 @@ class Tape:
         meta = self.meta
         self.meta = [meta[i] for i in kept]
         self.heavy = [int(newid[i]) for i in self.heavy if newid[i] >= 0]
-        self.retained = {int(newid[k]): v for k, v in self.retained.items() if newid[k] >= 0}
-        self.hooks = {int(newid[k]): v for k, v in self.hooks.items() if newid[k] >= 0}
-        self.versions = {int(newid[k]): v for k, v in self.versions.items() if newid[k] >= 0}
-        self.kwargs = {int(newid[k]): v for k, v in self.kwargs.items() if newid[k] >= 0}
-        self.out_shapes = {int(newid[k]): v for k, v in self.out_shapes.items() if newid[k] >= 0}
+        for name in ("retained", "hooks", "versions", "kwargs", "out_shapes"):  # node -> ...
+            d = getattr(self, name)
+            setattr(self, name, {int(newid[k]): v for k, v in d.items() if newid[k] >= 0})
         self.functions = [int(newid[i]) for i in self.functions if newid[i] >= 0]
         ids = newid.tolist()
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]

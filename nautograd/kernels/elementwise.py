@@ -157,18 +157,17 @@ _BINARY_CASES = [
 ]
 
 
-def binary_formula(partials):
-    """The create_graph formula of a broadcasting binary op that saved (x, y):
-    ``partials(x, y)`` gives (d result/dx, d result/dy) as tensors or numbers."""
+def broadcast_formula(partials):
+    """The create_graph formula of a broadcasting op that saved its operands in order:
+    ``partials(ctx, *operands)`` gives d result / d operand for each, as tensors or
+    numbers; each gradient is summed down to its operand's shape."""
 
     def formula(ctx, grad):
-        x, y = ctx.input(0, 0), ctx.input(1, 1)
-        dx, dy = partials(x, y)
-        xs, ys = ctx.input_shapes
-        need = ctx.needs_input_grad
-        return (
-            ctx.sum_to(grad * dx, xs) if need[0] else None,
-            ctx.sum_to(grad * dy, ys) if need[1] else None,
+        shapes = ctx.input_shapes
+        ds = partials(ctx, *(ctx.input(j, j) for j in range(len(shapes))))
+        return tuple(
+            ctx.sum_to(grad * d, shape) if need else None
+            for d, shape, need in zip(ds, shapes, ctx.needs_input_grad, strict=True)
         )
 
     return formula
@@ -181,17 +180,10 @@ def _binary_op(name, f, partial, save=True, cases=None, **kw):
     )
 
 
-def _tie_split(x, y):
+def _tie_split(ctx, x, y):
     """maximum's partials (torch splits the gradient evenly at ties): constants."""
-    a, b = x._data, y._data
-    dx = (a > b) + 0.5 * (a == b)
-    return _const(dx, a.dtype), _const(1.0 - dx, a.dtype)
-
-
-def _const(a, dtype):
-    from ..tensor import _wrap
-
-    return _wrap(np.asarray(a, dtype=dtype))
+    dx = (x._data > y._data) + 0.5 * (x._data == y._data)
+    return ctx.constant(dx), ctx.constant(1.0 - dx)
 
 
 @numba.njit
@@ -227,7 +219,7 @@ mul = _binary_op(
     "mul",
     np.multiply,
     _p_mul,
-    formula=binary_formula(lambda x, y: (y, x)),
+    formula=broadcast_formula(lambda ctx, x, y: (y, x)),
     methods=("mul", "multiply"),
     functions=("mul", "multiply"),
     dunders=("__mul__", "__rmul__"),
@@ -237,7 +229,7 @@ div = _binary_op(
     "div",
     np.true_divide,
     _p_div,
-    formula=binary_formula(lambda x, y: (1.0 / y, -x / (y * y))),
+    formula=broadcast_formula(lambda ctx, x, y: (1.0 / y, -x / (y * y))),
     methods=("div", "divide", "true_divide"),
     functions=("div", "divide", "true_divide"),
     dunders=("__truediv__", "__rtruediv__"),
@@ -250,7 +242,7 @@ maximum = _binary_op(
     "maximum",
     np.maximum,
     _p_maximum,
-    formula=binary_formula(_tie_split),
+    formula=broadcast_formula(_tie_split),
     methods=("maximum",),
     int_ok=True,
     cases=_TENSOR_CASES,
@@ -259,7 +251,7 @@ minimum = _binary_op(
     "minimum",
     np.minimum,
     _p_minimum,
-    formula=binary_formula(lambda x, y: _tie_split(y, x)),
+    formula=broadcast_formula(lambda ctx, x, y: _tie_split(ctx, y, x)),
     methods=("minimum",),
     int_ok=True,
     cases=_TENSOR_CASES,

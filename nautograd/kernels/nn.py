@@ -7,9 +7,9 @@ import numpy as np
 
 from .._threads import parallel_for
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
-from ._shapes import outer_inner, wrap_dim, wrap_dims
+from ._shapes import outer_inner, wrap_dim
 from ._vmath import LOOP, vexp
-from .reduce import _reduce_params
+from .reduce import _kept, _reduce_params
 from .registry import Case, defop
 
 
@@ -259,9 +259,7 @@ def logsumexp_backward(G, G2, go, gi, V, so, sa, ip, fp):
 
 def _logsumexp_formula(ctx, grad):
     # grad_x = grad exp(x - result), both broadcast back over the reduced dims
-    xs = ctx.input_shapes[0]
-    dims = wrap_dims("logsumexp", ctx.kwargs["dim"], len(xs))
-    kept = tuple(1 if d in dims else s for d, s in enumerate(xs))
+    _, kept = _kept(ctx.input_shapes[0], ctx.kwargs["dim"])
     x, r = ctx.input(0, 0), ctx.output(0, 1)
     return (grad.reshape(kept) * (x - r.reshape(kept)).exp(),)
 

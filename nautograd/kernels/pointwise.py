@@ -17,7 +17,7 @@ from .._threads import elementwise
 from . import _vmath
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
 from ._shapes import binary_params, nary_params
-from .elementwise import _BINARY_CASES, _binary_op, binary_formula
+from .elementwise import _BINARY_CASES, _binary_op, broadcast_formula
 from .registry import Case, attributes_of, defop, formula_of
 
 # derivative formula codes (compile-time constants inside _d)
@@ -206,23 +206,19 @@ def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 grad_x[i] += g[i] * _d(code, x[i], result[i], p0, p1)
 
 
-def _mask(ctx, a):
-    """A constant 0/1 tensor: the derivative of a piecewise-linear function."""
-    return ctx.constant(np.asarray(a, dtype=float))
-
-
 # d result / d x in nautograd ops for each code (x, r = result: tensors attached to the
-# graph; p0, p1: the float attributes); the same formulas as ``_d``
+# graph; p0, p1: the float attributes); the same formulas as ``_d``. A piecewise-linear
+# function's derivative is a constant (``ctx.constant`` of a mask).
 _FORMULAS = {
     TANH: lambda ctx, x, r, p0, p1: 1.0 - r * r,
     SOFTPLUS: lambda ctx, x, r, p0, p1: ctx.ng.where(
         x._data * p0 > p1, ctx.constant(1.0), ctx.ng.sigmoid(x * p0)
     ),
     EXP: lambda ctx, x, r, p0, p1: r,
-    RELU: lambda ctx, x, r, p0, p1: _mask(ctx, r._data > 0),
+    RELU: lambda ctx, x, r, p0, p1: ctx.constant(r._data > 0),
     SIGMOID: lambda ctx, x, r, p0, p1: r * (1.0 - r),
     NEG: lambda ctx, x, r, p0, p1: -1.0,
-    ABS: lambda ctx, x, r, p0, p1: _mask(ctx, np.sign(x._data)),
+    ABS: lambda ctx, x, r, p0, p1: ctx.constant(np.sign(x._data)),
     SQRT: lambda ctx, x, r, p0, p1: 0.5 / r,
     LOG: lambda ctx, x, r, p0, p1: 1.0 / x,
     LOG1P: lambda ctx, x, r, p0, p1: 1.0 / (1.0 + x),
@@ -231,7 +227,7 @@ _FORMULAS = {
     COS: lambda ctx, x, r, p0, p1: -x.sin(),
     POW_SCALAR: lambda ctx, x, r, p0, p1: 0.0 if p0 == 0.0 else p0 * x ** (p0 - 1.0),
     RPOW: lambda ctx, x, r, p0, p1: r * math.log(p0),
-    CLAMP: lambda ctx, x, r, p0, p1: _mask(ctx, (x._data >= p0) & (x._data <= p1)),
+    CLAMP: lambda ctx, x, r, p0, p1: ctx.constant((x._data >= p0) & (x._data <= p1)),
     RECIPROCAL: lambda ctx, x, r, p0, p1: -(r * r),
     RSQRT: lambda ctx, x, r, p0, p1: -0.5 * r * r * r,
     SQUARE: lambda ctx, x, r, p0, p1: 2.0 * x,
@@ -256,9 +252,9 @@ _FORMULAS = {
     GELU_TANH: lambda ctx, x, r, p0, p1: _gelu_tanh_d(x),
     SILU: lambda ctx, x, r, p0, p1: _silu_d(ctx, x),
     ELU: lambda ctx, x, r, p0, p1: ctx.ng.where(x._data > 0, ctx.constant(1.0), p0 * ctx.ng.exp(x)),
-    LEAKY_RELU: lambda ctx, x, r, p0, p1: _mask(ctx, np.where(x._data > 0, 1.0, p0)),
-    HARDTANH: lambda ctx, x, r, p0, p1: _mask(ctx, (x._data > p0) & (x._data < p1)),
-    FINITE: lambda ctx, x, r, p0, p1: _mask(ctx, np.isfinite(x._data)),
+    LEAKY_RELU: lambda ctx, x, r, p0, p1: ctx.constant(np.where(x._data > 0, 1.0, p0)),
+    HARDTANH: lambda ctx, x, r, p0, p1: ctx.constant((x._data > p0) & (x._data < p1)),
+    FINITE: lambda ctx, x, r, p0, p1: ctx.constant(np.isfinite(x._data)),
 }
 
 
@@ -432,27 +428,21 @@ def _pow_api(apply, input, exponent):
     return apply(pow_, input, exponent)
 
 
-def _pow_partials(x, y):
+def _pow_partials(ctx, x, y):
     # d/dx x**y = y x**(y-1) (0 where y == 0); d/dy = x**y log x (0 where x == 0, y >= 0)
     a, b = x._data, y._data
-    ng = _ng()
+    ng = ctx.ng
     zero = x._data.dtype.type(0)
     dx = ng.where(b == 0, zero, y * x ** (y - 1.0))
     dy = ng.where((a == 0) & (b >= 0), zero, x**y * ng.log(ng.where(a == 0, 1.0, x)))
     return dx, dy
 
 
-def _ng():
-    import nautograd
-
-    return nautograd
-
-
 pow_ = _binary_op(
     "pow",
     np.power,
     _p_pow,
-    formula=binary_formula(_pow_partials),
+    formula=broadcast_formula(_pow_partials),
     api=_pow_api,
     methods=("pow",),
     dunders=("__pow__", "__rpow__"),
@@ -656,7 +646,7 @@ atan2 = _binary_op(
     "atan2",
     np.arctan2,
     _p_atan2,
-    formula=binary_formula(lambda x, y: (y / (x * x + y * y), -x / (x * x + y * y))),
+    formula=broadcast_formula(lambda ctx, x, y: (y / (x * x + y * y), -x / (x * x + y * y))),
     methods=("atan2", "arctan2"),
     functions=("atan2", "arctan2"),
     cases=_TENSORS,
@@ -665,7 +655,7 @@ logaddexp = _binary_op(
     "logaddexp",
     np.logaddexp,
     _p_logaddexp,
-    formula=binary_formula(lambda x, y: (_ng().sigmoid(x - y), _ng().sigmoid(y - x))),
+    formula=broadcast_formula(lambda ctx, x, y: (ctx.ng.sigmoid(x - y), ctx.ng.sigmoid(y - x))),
     methods=("logaddexp",),
     cases=_TENSORS,
 )
@@ -673,7 +663,7 @@ hypot = _binary_op(
     "hypot",
     np.hypot,
     _p_hypot,
-    formula=binary_formula(lambda x, y: (x / _ng().hypot(x, y), y / _ng().hypot(x, y))),
+    formula=broadcast_formula(lambda ctx, x, y: (x / ctx.ng.hypot(x, y), y / ctx.ng.hypot(x, y))),
     methods=("hypot",),
     cases=_TENSORS,
 )
@@ -682,7 +672,7 @@ fmod = _binary_op(
     "fmod",
     np.fmod,
     _p_fmod,
-    formula=binary_formula(lambda x, y: (1.0, _const_like(x, -np.trunc(x._data / y._data)))),
+    formula=broadcast_formula(lambda ctx, x, y: (1.0, ctx.constant(-np.trunc(x._data / y._data)))),
     methods=("fmod",),
     int_ok=True,
     cases=[Case(((3, 4), (4,)), low=0.6, high=1.9), Case(((3, 4), 0.7), low=-1.9, high=1.9)],
@@ -691,7 +681,7 @@ remainder = _binary_op(
     "remainder",
     np.remainder,
     _p_remainder,
-    formula=binary_formula(lambda x, y: (1.0, _const_like(x, -np.floor(x._data / y._data)))),
+    formula=broadcast_formula(lambda ctx, x, y: (1.0, ctx.constant(-np.floor(x._data / y._data)))),
     methods=("remainder",),
     dunders=("__mod__", "__rmod__"),
     int_ok=True,
@@ -731,25 +721,6 @@ def _ternary_kernel(name, partial):
 
     backward.__name__ = backward.__qualname__ = f"{name}_backward"
     return kernel(backward)
-
-
-def _const_like(x, a):
-    return _ng().tensor(np.asarray(a, dtype=x._data.dtype))
-
-
-def _ternary_formula(partials):
-    """create_graph formula of a three-operand op that saved (a, b, c): ``partials(a, b, c,
-    value)`` gives the three partial derivatives as tensors or numbers."""
-
-    def formula(ctx, grad):
-        a, b, c = (ctx.input(j, j) for j in range(3))
-        ds = partials(a, b, c, ctx.fp[0])
-        return tuple(
-            ctx.sum_to(grad * d, shape) if need else None
-            for d, shape, need in zip(ds, ctx.input_shapes, ctx.needs_input_grad, strict=True)
-        )
-
-    return formula
 
 
 def _ternary_op(name, f, partial, cases, **kw):
@@ -799,7 +770,7 @@ lerp = _ternary_op(
     "lerp",
     _lerp,
     _p_lerp,
-    formula=_ternary_formula(lambda x, end, w, v: (1.0 - w, w, end - x)),
+    formula=broadcast_formula(lambda ctx, x, end, w: (1.0 - w, w, end - x)),
     cases=_TERNARY_CASES + [Case(((3, 4), (3, 4), 0.3))],
 )
 
@@ -816,14 +787,17 @@ addcmul = _ternary_op(
     "addcmul",
     _addcmul,
     _p_addcmul,
-    formula=_ternary_formula(lambda x, t1, t2, v: (1.0, v * t2, v * t1)),
+    # (value: fp[0])
+    formula=broadcast_formula(lambda ctx, x, t1, t2: (1.0, ctx.fp[0] * t2, ctx.fp[0] * t1)),
     cases=_TERNARY_CASES + [Case(((3,), (3,), (3,)), {"value": 0.5})],
 )
 addcdiv = _ternary_op(
     "addcdiv",
     _addcdiv,
     _p_addcdiv,
-    formula=_ternary_formula(lambda x, t1, t2, v: (1.0, v / t2, -v * t1 / (t2 * t2))),
+    formula=broadcast_formula(
+        lambda ctx, x, t1, t2: (1.0, ctx.fp[0] / t2, -ctx.fp[0] * t1 / (t2 * t2))
+    ),
     cases=[Case(c.shapes, c.kwargs, low=0.5, high=2.0) for c in _TERNARY_CASES]
     + [Case(((3,), (3,), (3,)), {"value": -2.0}, low=0.5, high=2.0)],
 )

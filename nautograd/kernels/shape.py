@@ -385,12 +385,11 @@ def select_backward(G, G2, go, gi, V, so, sa, ip, fp):
 
 
 def _select_formula(ctx, grad):
-    from .index import scatter_formula
+    from .index import _positions, scatter_formula
 
     xs = ctx.input_shapes[0]
     d = wrap_dim("select", ctx.kwargs["dim"], len(xs))
-    positions = np.arange(numel(xs)).reshape(xs)
-    index = np.take(positions, ctx.kwargs["index"] % xs[d], axis=d)
+    index = np.take(_positions(xs), ctx.kwargs["index"] % xs[d], axis=d)
     return (scatter_formula(ctx, grad, index),)
 
 
