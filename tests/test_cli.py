@@ -154,3 +154,10 @@ def test_info_command_prints_versions_and_cache(tmp_path):
 def test_console_script_is_declared():
     eps = importlib.metadata.entry_points(group="console_scripts")
     assert any(ep.name == "nautograd" and ep.value == "nautograd.cli:main" for ep in eps)
+
+
+def test_write_bytecode_leaves_a_pyc_for_every_module():
+    assert cli.write_bytecode() is True
+    package = os.path.dirname(ng.__file__)
+    sources = [os.path.join(d, f) for d, _, fs in os.walk(package) for f in fs if f.endswith(".py")]
+    assert sources and all(os.path.exists(importlib.util.cache_from_source(s)) for s in sources)
