@@ -5,6 +5,7 @@ import runpy
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "examples")
@@ -56,3 +57,35 @@ def test_newton_example_converges_quadratically_with_the_exact_hessian():
     assert close
     for k in close:
         assert norms[k + 1] < 100 * norms[k] ** 2
+
+
+def test_per_sample_gradients_match_torch_func_vmap_grad():
+    torch = pytest.importorskip("torch")
+    from torch.func import grad, vmap
+
+    m = _load("per_sample_gradients.py")
+    x, onehot, _ = m["make_data"](n=24)
+    params = m["init_params"]()
+    grads = m["per_sample_gradients"](params, x, onehot)
+
+    def loss_one(p, xi, yi):
+        w1, b1, w2, b2 = p
+        h = torch.tanh(xi @ w1 + b1)
+        return -(yi * torch.log_softmax(h @ w2 + b2, dim=0)).sum()
+
+    tp = tuple(torch.tensor(p.detach().numpy()) for p in params)
+    expected = vmap(grad(loss_one), in_dims=(None, 0, 0))(
+        tp, torch.tensor(x.numpy()), torch.tensor(onehot.numpy())
+    )
+    for g, e, p in zip(grads, expected, params, strict=True):
+        assert g.shape == (24, *p.shape)
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-12, atol=1e-13)
+
+
+def test_dp_sgd_with_per_sample_gradients_learns():
+    first, last, accuracy, clipped = _load("per_sample_gradients.py")["train"](
+        steps=30, verbose=False
+    )
+    assert last < 0.3 * first
+    assert accuracy > 0.9
+    assert clipped[0] == 1.0 and min(clipped) < 0.5  # clipping acts, then gradients shrink
