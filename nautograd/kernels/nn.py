@@ -451,6 +451,46 @@ def convolution_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad_w += grad_wg.reshape(-1)
 
 
+def _window_index(ip):
+    """For every window element (c, kh, kw) and output position (oh, ow), in that C order, the
+    flat index into one batch item of the input (c, ih, iw), or C*H*W (a zero appended) where
+    the window reads padding: im2col as a gather."""
+    C, H, W, KH, KW, OH, OW = ip[1], ip[2], ip[3], ip[6], ip[7], ip[8], ip[9]
+    sh, sw, ph, pw, dh, dw = ip[10:16]
+    c, kh, kw, oh, ow = np.ix_(
+        np.arange(C), np.arange(KH), np.arange(KW), np.arange(OH), np.arange(OW)
+    )
+    ih = oh * sh + kh * dh - ph
+    iw = ow * sw + kw * dw - pw
+    inside = (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+    return np.where(inside, (c * H + ih) * W + iw, C * H * W).reshape(-1)
+
+
+def _convolution_formula(ctx, grad):
+    # With cols[n, g] the (Cg*KH*KW, OH*OW) windows of x (a gather, _window_index):
+    #   result[n, g] = w[g] @ cols[n, g], so grad_w[g] = sum_n grad[n, g] @ cols[n, g]^T and
+    #   grad_x = w[g]^T @ grad[n, g] scattered back (added) where the windows read x
+    # (torch's ConvolutionBackward0 gives the same as transposed convolutions).
+    ng = ctx.ng
+    N, C, H, W, O, groups, KH, KW, OH, OW = ctx.ip[:10]
+    K, L, Og = C // groups * KH * KW, OH * OW, O // groups
+    index = _window_index(ctx.ip)
+    g = grad.reshape(N, groups, Og, L)
+    grad_x = grad_w = None
+    if ctx.needs_input_grad[1]:
+        x = ctx.input(0, 0).reshape(N, C * H * W)
+        padded = ng.cat([x, ctx.constant(np.zeros((N, 1), ctx.dtype))], 1)
+        cols = padded.index_select(1, ng.from_numpy(index)).reshape(N, groups, K, L)
+        grad_w = (g @ cols.mT).sum(0).reshape(ctx.input_shapes[1])
+    if ctx.needs_input_grad[0]:
+        w = ctx.input(1, 1).reshape(groups, Og, K)
+        grad_cols = (w.mT @ g).reshape(N, groups * K * L)
+        where = ng.from_numpy(np.broadcast_to(index, (N, index.size)).copy())
+        zeros = ctx.constant(np.zeros((N, C * H * W + 1), ctx.dtype))
+        grad_x = zeros.scatter_add(1, where, grad_cols)[:, : C * H * W].reshape(N, C, H, W)
+    return grad_x, grad_w
+
+
 def _conv_args(stride, padding, dilation, groups):
     return {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
 
@@ -463,6 +503,7 @@ convolution = defop(
     convolution_backward,
     nin=2,
     functions=(),
+    formula=_convolution_formula,
     cases=[
         Case(((2, 3, 5, 5), (4, 3, 3, 3)), _conv_args((1, 1), (0, 0), (1, 1), 1)),
         Case(((1, 4, 6, 7), (2, 2, 2, 3)), _conv_args((2, 1), (1, 2), (1, 1), 2)),
