@@ -848,7 +848,7 @@ def _format(t):
     if a.size == 0 and a.ndim != 1:
         extras.insert(0, f"size={tuple(a.shape)}")
     if t._h >= 0:
-        extras.append(f"grad_fn=<{t.grad_fn.name()}>")
+        extras.append(f"grad_fn=<{t.grad_fn.name().split('::')[-1]}>")
     elif t._rg:
         extras.append("requires_grad=True")
     body = _format_array(a)

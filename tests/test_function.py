@@ -663,3 +663,45 @@ def test_hook_on_one_output_leaves_an_unused_output_undefined(rng):
         a.sum().backward()
     assert seen == tseen == [None]
     _close(x.grad, tx.grad)
+
+
+def _once_square(lib, once):
+    class Square(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        @once
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return 2 * g * x
+
+    return Square
+
+
+def test_once_differentiable_double_backward_raises_from_an_error_node():
+    from torch.autograd.function import once_differentiable as torch_once
+
+    results = []
+    for lib, once in ((ng, ng.autograd.function.once_differentiable), (torch, torch_once)):
+        Square = _once_square(lib, once)
+        x = lib.tensor([3.0, 1.0], requires_grad=True)
+        # a cotangent that requires grad: the result comes out of an Error node
+        v = lib.ones(2, requires_grad=True)
+        (g,) = lib.autograd.grad(Square.apply(x), x, v, create_graph=True)
+        with pytest.raises(RuntimeError, match="appears to not have been used in the graph"):
+            lib.autograd.grad(g.sum(), v)
+        # differentiating through it raises torch's text
+        (g2,) = lib.autograd.grad((Square.apply(x * 2) ** 2).sum(), x, create_graph=True)
+        with pytest.raises(RuntimeError) as err:
+            g2.sum().backward()
+        # a cotangent that needs no grad: a plain tensor, as without the decorator
+        (g3,) = lib.autograd.grad(Square.apply(x), x, lib.ones(2), create_graph=True)
+        results.append((g.tolist(), g.grad_fn.name(), repr(g).split("grad_fn=")[1], str(err.value),
+                        g2.tolist(), g3.requires_grad, g3.grad_fn))  # fmt: skip
+    assert results[0] == results[1]
+    assert results[0][3] == (
+        "trying to differentiate twice a function that was marked with @once_differentiable"
+    )

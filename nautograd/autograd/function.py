@@ -20,7 +20,7 @@ from ..graph.tape import current_tape
 from ..tensor import Tensor, _edges, _wrap
 from ._errors import RELEASED_MSG, modified_inplace
 from .grad_mode import _state as _grad_state
-from .grad_mode import no_grad
+from .grad_mode import is_grad_enabled, no_grad
 from .graph import PyNode
 
 
@@ -323,14 +323,29 @@ class Function(metaclass=FunctionMeta):
         return _record(ctx, args, output)
 
 
+_TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"
+
+
 def once_differentiable(fn):
     """Decorator for a ``backward`` that is not itself differentiable: it runs under
-    ``no_grad`` (double backward through it is not possible)."""
+    ``no_grad``. Under ``create_graph``, when a gradient it receives requires grad, its
+    results come out of an ``Error`` node (torch's DelayedError) whose backward raises
+    "trying to differentiate twice a function that was marked with @once_differentiable"."""
 
     @functools.wraps(fn)
     def wrapper(ctx, *args, **kwargs):
         with no_grad():
-            return fn(ctx, *args, **kwargs)
+            outputs = fn(ctx, *args, **kwargs)
+        if not is_grad_enabled() or not any(
+            isinstance(a, Tensor) and a.requires_grad for a in args
+        ):
+            return outputs
+        multi = isinstance(outputs, tuple)
+        # detached leaves that require grad, so that the Error node is recorded
+        fake = [o.detach().requires_grad_() if isinstance(o, Tensor) else o
+                for o in (outputs if multi else (outputs,))]  # fmt: skip
+        result = _DelayedError.apply(*fake)
+        return result if multi else result[0]
 
     return wrapper
 
@@ -459,3 +474,21 @@ def _record(ctx, args, output):
 
 
 _NOT_A_TENSOR = (-1, None, None)
+
+
+class _DelayedError(Function):
+    """torch's DelayedError: passes its inputs through; a backward that reaches its node (the
+    ``Error`` node) raises."""
+
+    @staticmethod
+    def forward(ctx, *xs):
+        return tuple(x.clone() if isinstance(x, Tensor) else x for x in xs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(_TWICE)
+
+
+# the node's name, as torch's: <Error>, name() "torch::autograd::Error"
+_DelayedError._backward_cls.__name__ = _DelayedError._backward_cls._node_cls.__name__ = "Error"
+_DelayedError._backward_cls._node_cls.name = lambda self: "torch::autograd::Error"
