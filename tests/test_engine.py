@@ -759,3 +759,30 @@ def test_log_backward_at_zero_gives_inf_not_zero_division_error():
     xt = torch.tensor([0.0, 2.0], requires_grad=True)
     (1.0 / xt).sum().backward()
     assert np.array_equal(y.grad.numpy(), xt.grad.numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_grad_ran_no_hooks_of_captured_tensors(create_graph):
+    # torch's engine: a grad() target only captured (a leaf's AccumulateGrad, or a non-leaf
+    # target) gets its tensor hooks' result; one whose node also runs on the way to another
+    # target is captured before its hooks. Gradients and the hook calls' order as torch's.
+    def run(lib):
+        calls = []
+
+        def hook(name, factor):
+            return lambda g: (calls.append((name, g.tolist())), g * factor)[1]
+
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        x.register_hook(hook("x", 10))
+        (g1,) = lib.autograd.grad((x * x).sum(), x, create_graph=create_graph)
+        z = x * 3
+        z.register_hook(hook("z", 2))
+        (g2,) = lib.autograd.grad(z.sum(), z, create_graph=create_graph)
+        (g3,) = lib.autograd.grad((z * z).sum(), x, retain_graph=True, create_graph=create_graph)
+        gz, gx = lib.autograd.grad((z * z).sum(), [z, x], create_graph=create_graph)
+        grads = [g.tolist() for g in (g1, g2, g3, gz, gx)]
+        return grads, calls, [g.requires_grad for g in (g1, g3, gx)]
+
+    ours, theirs = run(ng), run(torch)
+    assert ours == theirs
+    assert ours[0] == [[20.0, 40.0], [2.0, 2.0], [360.0, 720.0], [6.0, 12.0], [360.0, 720.0]]

@@ -39,8 +39,11 @@ OWN_BUFFER = 4096
 FILL_BELOW = 1 << 16
 
 
-def _execute(roots, grads, retain_graph, targets, own_leaves=False):
+def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks=None):
     """Run the scheduler.
+
+    ``before_hooks``: a dict that receives, for every grad() target whose node runs and has
+    tensor hooks, a copy of its gradient before those hooks (what torch captures then).
 
     Returns (tape, state, buf_off, G64, G32, target edges, (tails, leaves, own), owned): the
     gradient arenas stay valid until the caller gives them back with
@@ -168,6 +171,13 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False):
             # a Python node: its tensor hooks run on its gradient buffers; then a custom
             # Function's backward runs here, any other node natively
             node = status
+            if before_hooks is not None and node in hooks:
+                for k in hooks[node]:
+                    if (node, k) in target_edges:
+                        g = _buffer(tape, state, buf_off, G64, G32, node, k, hooks[node][k][0])
+                        before_hooks[node, k] = (
+                            np.zeros_like(g) if fresh[tape.out_ptr[node] + k] else g.copy()
+                        )
             _run_tensor_hooks(tape, hooks.get(node), node, buf_off, fresh, G64, G32)
             ctx = tape.obj[node]
             if not isinstance(ctx, FunctionCtx):
@@ -252,6 +262,24 @@ def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
     off = buf_off[tape.out_ptr[node] + k]
     G = G32 if tape.flags[node] & F32 else G64
     return G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+
+
+def _captured(tape, state, buf_off, G64, G32, t, node, k, before_hooks):
+    """grad()'s result for target ``t`` at (node, output k), as torch's engine captures it: a
+    node that also runs (on the way to another target) is captured before its tensor hooks;
+    one captured only (a leaf's AccumulateGrad, or a non-leaf target) after them."""
+    from .hooks import run_hooks
+
+    if (node, k) in before_hooks:
+        return _wrap(before_hooks[node, k])
+    g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
+    if g is None:
+        return None
+    if state[node] == 2:
+        fns = t._hooks if tape.flags[node] & ACC else tape.hooks.get(node, {}).get(k, ((),))[-1]
+        if fns:
+            return _wrap(run_hooks(fns, g))
+    return _wrap(g.copy())
 
 
 def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own):
@@ -482,14 +510,14 @@ def grad(
         result = higher_order.execute(roots, grads, retain_graph, targets, accumulate=False)
         _unused_inputs(targets, result, allow_unused, materialize_grads, True)
         return dict(zip(keys, result, strict=True)) if as_dict else tuple(result)
+    before_hooks = {}
     tape, state, buf_off, G64, G32, target_edges, _, owned = _execute(
-        roots, grads, retain_graph, targets
+        roots, grads, retain_graph, targets, before_hooks=before_hooks
     )
     try:
         result = []
         for t, (node, k) in zip(targets, target_edges, strict=True):
-            g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
-            result.append(None if g is None else _wrap(g.copy()))
+            result.append(_captured(tape, state, buf_off, G64, G32, t, node, k, before_hooks))
         _unused_inputs(targets, result, allow_unused, materialize_grads, False)
         if tape.retained:
             _retained_grads(tape, state, buf_off, G64, G32)

@@ -222,13 +222,25 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
         f = flags[node]
         dt = np.float32 if f & F32 else np.float64
         hooks = tape.hooks.get(node)
+        e0, e1 = edge_ptr[node], edge_ptr[node + 1]
+        children = edge_node[e0:e1]
+        # torch captures a grad() target before the tensor hooks of a node that also runs (on
+        # the way to another target), after them when the node is only captured
+        runs = needed is None or any(c in needed for c in children if c >= 0)
+        if needed is not None and runs:
+            for k, g in enumerate(grads):
+                if (node, k) in want:
+                    captured[(node, k)] = g
         if hooks:
             for k, (shape, fns) in list(hooks.items()):
                 g = grads[k]
                 grads[k] = run_tensor_hooks(fns, _wrap(np.zeros(shape, dt)) if g is None else g)
-        if needed is not None:
+        if not runs:
+            leaf = obj[node]() if f & ACC else None
             for k, g in enumerate(grads):
                 if (node, k) in want:
+                    if leaf is not None and leaf._hooks and not accumulate and g is not None:
+                        g = run_tensor_hooks(leaf._hooks, g)  # (backward() runs them below)
                     captured[(node, k)] = g
         if f & ACC:
             leaf = obj[node]()
@@ -236,15 +248,13 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
                 if targets is None or any(leaf is x for x in targets):
                     _accumulate(leaf, grads[0])
             continue
-        e0, e1 = edge_ptr[node], edge_ptr[node + 1]
-        children = edge_node[e0:e1]
         if node in tape.retained:
             # torch's retains_grad hooks: whenever the walk reaches the node (also under grad())
             for k, ref in list(tape.retained[node].items()):
                 t = ref()
                 if t is not None and grads[k] is not None:
                     _accumulate(t, grads[k])
-        if needed is not None and not any(c in needed for c in children if c >= 0):
+        if not runs:
             continue  # a target itself: captured, not run
         if f & RELEASED and f & HAS_SAVED:
             raise RuntimeError(RELEASED_MSG)
