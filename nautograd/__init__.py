@@ -17,6 +17,10 @@ from . import (
     nn,  # noqa: E402
 )
 from ._threads import get_num_threads, set_num_threads  # noqa: E402
+from .autograd.anomaly_mode import (  # noqa: E402
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+)
 from .autograd.grad_mode import (  # noqa: E402
     enable_grad,
     inference_mode,

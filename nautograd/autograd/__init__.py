@@ -1,6 +1,12 @@
 """The torch.autograd surface."""
 
-from . import functional, graph  # noqa: F401
+from . import anomaly_mode, functional, graph  # noqa: F401
+from .anomaly_mode import (
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
+)
 from .engine import backward, grad
 from .function import Function, FunctionCtx, once_differentiable
 from .grad_mode import (
@@ -24,4 +30,8 @@ __all__ = [
     "is_grad_enabled",
     "inference_mode",
     "is_inference_mode_enabled",
+    "detect_anomaly",
+    "set_detect_anomaly",
+    "is_anomaly_enabled",
+    "is_anomaly_check_nan_enabled",
 ]

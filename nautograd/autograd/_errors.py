@@ -13,11 +13,22 @@ RELEASED_MSG = (
 
 def modified_inplace(shape, dtype, version, expected):
     """E4: a saved value was changed in place after it was saved."""
+    from ..graph.tape import ANOMALY
+
     kind = "Float" if dtype == np.float32 else "Double"
+    if ANOMALY.enabled:
+        hint = (
+            "Hint: the backtrace further above shows the operation that failed to compute its "
+            "gradient. The variable in question was changed in there or anywhere later. Good "
+            "luck!"
+        )
+    else:
+        hint = (
+            "Hint: enable anomaly detection to find the operation that failed to compute its "
+            "gradient, with torch.autograd.set_detect_anomaly(True, check_nan=False)."
+        )
     return RuntimeError(
         "one of the variables needed for gradient computation has been modified by an inplace "
         f"operation: [torch.{kind}Tensor {list(shape)}] is at version {version}; expected "
-        f"version {expected} instead. Hint: enable anomaly detection to find the operation "
-        "that failed to compute its gradient, with "
-        "torch.autograd.set_detect_anomaly(True, check_nan=False)."
+        f"version {expected} instead. {hint}"
     )

@@ -7,11 +7,12 @@ import numpy as np
 
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
-from ..graph.tape import ACC, F32, PY, RELEASED
+from ..graph.tape import ACC, ANOMALY, F32, PY, RELEASED
 from ..tensor import Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import prepare
+from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 
 _EMPTY64 = np.zeros(0, np.float64)
@@ -73,7 +74,16 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
     )
     G64, G32, owned = tape.grad_arenas(n64, n32)
     tape.running += 1  # no compaction while Python nodes may record (see Tape.reserve)
+    # anomaly mode: every node that runs is handed to Python first, so that each is checked
+    # (NaN, and its forward stack on an error) right after it ran; the PY marks come off after
+    anomaly = ANOMALY.enabled
+    marked = None
+    last = current = -1  # the node run since the last check; the node being run
     try:
+        if anomaly:
+            f = tape.flags[:n]
+            marked = np.flatnonzero((state == 1) & (f & (PY | ACC) == 0))
+            f[marked] |= PY
         flags, out_ptr = tape.flags, tape.out_ptr
         if tape.versions:
             _check_versions(tape, state)
@@ -148,9 +158,14 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
         pend = np.empty(_PEND, np.int64)
         while True:
             status = scheduler.run(start, *head, *columns, skip_py, parts, pend, -1)
+            if last >= 0:
+                current = last
+                _check_nan(tape, last, state, buf_off, G64, G32, own)
+                last = current = -1
             if status == scheduler.DONE:
                 break
             if status <= scheduler.ERR_RELEASED:
+                current = scheduler.ERR_RELEASED - status
                 raise RuntimeError(RELEASED_MSG)
             if status >= scheduler.PAR:
                 # a large node of a parallel kernel: its parts on the intra-op threads
@@ -166,11 +181,15 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
                 run_parts(run_part, parts)
                 if not retain:
                     flags[node] |= RELEASED
+                if anomaly:
+                    current = node
+                    _check_nan(tape, node, state, buf_off, G64, G32, own)
+                    current = -1
                 start, skip_py = node - 1, False
                 continue
             # a Python node: its tensor hooks run on its gradient buffers; then a custom
             # Function's backward runs here, any other node natively
-            node = status
+            node = current = status
             if before_hooks is not None and node in hooks:
                 for k in hooks[node]:
                     if (node, k) in target_edges:
@@ -182,8 +201,12 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             ctx = tape.obj[node]
             if not isinstance(ctx, FunctionCtx):
                 start, skip_py = node, True  # (run zeroes the outputs no one wrote)
+                last, current = (node if anomaly else -1), -1
                 continue
             _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own)
+            if anomaly:
+                _check_nan(tape, node, state, buf_off, G64, G32, own)
+            current = -1
             if not retain:
                 flags[node] |= RELEASED
                 ctx._release()
@@ -199,9 +222,13 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             tape.heavy = keep
     except BaseException:
         tape.release_grad_arenas(owned)
+        if anomaly and current >= 0:
+            warn_failed(tape, current)
         raise
     finally:
         tape.running -= 1
+        if marked is not None:
+            tape.flags[marked] &= ~PY
     return tape, state, buf_off, G64, G32, target_edges, (tails, leaves, own), owned
 
 
@@ -252,7 +279,28 @@ def _check_versions(tape, state):
             continue
         for vc, version, shape, dtype in entries:
             if vc[0] != version:
+                if ANOMALY.enabled:
+                    warn_failed(tape, node)
                 raise modified_inplace(shape, dtype, vc[0], version)
+
+
+def _check_nan(tape, node, state, buf_off, G64, G32, own):
+    """Anomaly mode: the gradients ``node`` just added into its inputs' buffers hold no NaN.
+    (Nodes run one at a time and each is checked, so a NaN there is this node's.)"""
+    e0, e1 = tape.edge_ptr[node : node + 2].tolist()
+    grads = []
+    for c, nr in zip(
+        tape.edge_node[e0:e1].tolist(), tape.edge_input_nr[e0:e1].tolist(), strict=True
+    ):
+        if c < 0 or not state[c]:
+            grads.append(None)
+        elif own and c in own:
+            grads.append(own[c])
+        else:
+            o = tape.out_ptr[c] + nr
+            G = G32 if tape.flags[c] & F32 else G64
+            grads.append(G[buf_off[o] : buf_off[o] + tape.out_numel[o]])
+    check_nan(tape, node, grads)
 
 
 def _buffer(tape, state, buf_off, G64, G32, node, k, shape):

@@ -55,6 +55,12 @@ class Node:
     def _sequence_nr(self):
         return self._node
 
+    @property
+    def metadata(self):
+        """A dict kept with the node for the user; anomaly mode stores the stack of the
+        forward call in ``metadata["traceback_"]`` (torch's Node.metadata)."""
+        return self._tape.metadata.setdefault(self._node, {})
+
     def __eq__(self, other):
         return isinstance(other, Node) and other._tape is self._tape and other._node == self._node
 

@@ -19,11 +19,12 @@ import warnings
 
 import numpy as np
 
-from ..graph.tape import ACC, F32, HAS_SAVED, PY, RELEASED
+from ..graph.tape import ACC, ANOMALY, F32, HAS_SAVED, PY, RELEASED
 from ..kernels import OPS
 from ..tensor import _wrap
 from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import prepare
+from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 from .grad_mode import _state as _grad_state
 from .hooks import run_tensor_hooks
@@ -256,43 +257,50 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
                     _accumulate(t, grads[k])
         if not runs:
             continue  # a target itself: captured, not run
-        if f & RELEASED and f & HAS_SAVED:
-            raise RuntimeError(RELEASED_MSG)
-        for vc, version, shape, dtype in tape.versions.get(node, ()):
-            if vc[0] != version:
-                raise modified_inplace(shape, dtype, vc[0], version)
-        nrs = edge_nr[e0:e1]
-        needs = tuple(c >= 0 and (needed is None or c in needed) for c in children)
-        ctx = obj[node]
-        if f & PY and isinstance(ctx, FunctionCtx):
-            ctx._attach = _saved_attacher(tape, node, children, nrs)
-            try:
-                results = ctx._run_backward(grads, create_graph=True)
-            finally:
-                ctx._attach = None
-            shapes = None
-        else:
-            op = OPS[opcodes[node] - 1]
-            if op.formula is None:
-                raise NotImplementedError(
-                    f"create_graph=True: {op.node_name} (the backward of {op.name}) has no "
-                    "differentiable formula yet, so it cannot be differentiated twice"
-                )
-            shapes = tape.meta[node]
-            if len(children) == 1:
-                shapes = (shapes,)
-            outs = tape.out_shapes.get(node)
-            if outs is None:
-                outs = (grads[0].shape,)  # one output: a node runs only with its gradient
+        try:
+            if f & RELEASED and f & HAS_SAVED:
+                raise RuntimeError(RELEASED_MSG)
+            for vc, version, shape, dtype in tape.versions.get(node, ()):
+                if vc[0] != version:
+                    raise modified_inplace(shape, dtype, vc[0], version)
+            nrs = edge_nr[e0:e1]
+            needs = tuple(c >= 0 and (needed is None or c in needed) for c in children)
+            ctx = obj[node]
+            if f & PY and isinstance(ctx, FunctionCtx):
+                ctx._attach = _saved_attacher(tape, node, children, nrs)
+                try:
+                    results = ctx._run_backward(grads, create_graph=True)
+                finally:
+                    ctx._attach = None
+                shapes = None
             else:
-                grads = [
-                    _wrap(np.zeros(s, dt)) if g is None else g
-                    for g, s in zip(grads, outs, strict=True)
-                ]
-            edges = list(zip(children, nrs, strict=True))
-            results = op.formula(FormulaCtx(tape, node, shapes, outs, edges, needs), *grads)
-            if not isinstance(results, (tuple, list)):
-                results = (results,)
+                op = OPS[opcodes[node] - 1]
+                if op.formula is None:
+                    raise NotImplementedError(
+                        f"create_graph=True: {op.node_name} (the backward of {op.name}) has no "
+                        "differentiable formula yet, so it cannot be differentiated twice"
+                    )
+                shapes = tape.meta[node]
+                if len(children) == 1:
+                    shapes = (shapes,)
+                outs = tape.out_shapes.get(node)
+                if outs is None:
+                    outs = (grads[0].shape,)  # one output: a node runs only with its gradient
+                else:
+                    grads = [
+                        _wrap(np.zeros(s, dt)) if g is None else g
+                        for g, s in zip(grads, outs, strict=True)
+                    ]
+                edges = list(zip(children, nrs, strict=True))
+                results = op.formula(FormulaCtx(tape, node, shapes, outs, edges, needs), *grads)
+                if not isinstance(results, (tuple, list)):
+                    results = (results,)
+            if ANOMALY.enabled:
+                check_nan(tape, node, [None if g is None else g._data for g in results])
+        except BaseException:
+            if ANOMALY.enabled:
+                warn_failed(tape, node)
+            raise
         for j, (g, c, nr) in enumerate(zip(results, children, nrs, strict=True)):
             if g is None or c < 0 or not needs[j]:
                 continue

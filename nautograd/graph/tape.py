@@ -28,7 +28,9 @@ saved by address) live in the list ``obj``. Tensors that point into the tape hol
 touching the tensors.
 """
 
+import os
 import threading
+import traceback
 import weakref
 
 import numba
@@ -45,6 +47,27 @@ HAS_SAVED = 16  # the node saved values (so running it after release is an error
 OP_ACCUMULATE_GRAD = 0
 OP_PYTHON = 0
 SMALL = 16  # saved values up to this many elements are copied into the value arena
+
+
+class _AnomalyMode:
+    """Anomaly detection's switches (autograd/anomaly_mode.py): process-wide, as torch's
+    AnomalyMode. While enabled, every recorded node keeps the stack of its forward call."""
+
+    enabled = False
+    check_nan = True
+
+
+ANOMALY = _AnomalyMode()
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def forward_stack():
+    """The caller's stack as ``traceback.format_stack`` gives it, without nautograd's frames
+    at its end (torch's ops are C++, so its stacks end at the user's line)."""
+    frames = traceback.extract_stack()
+    while frames and frames[-1].filename.startswith(_PACKAGE):
+        frames.pop()
+    return traceback.format_list(frames)
 
 
 @numba.njit(cache=True)
@@ -213,6 +236,9 @@ class Tape:
         self.hooks = {}  # node -> {output_nr: (shape, [hook, ...])}: tensor hooks (PY nodes)
         self.versions = {}  # node -> [(version counter, saved version, shape, dtype), ...]
         self.functions = []  # nodes of custom Functions (record_python)
+        # node -> the dict grad_fn.metadata returns; anomaly mode stores the forward call's
+        # stack under "traceback_", as torch does
+        self.metadata = {}
         self._g64 = np.zeros(0, np.float64)
         self._g32 = np.zeros(0, np.float32)
         self._arenas_busy = False
@@ -360,6 +386,8 @@ class Tape:
             self.obj.append(None)
         self._rows += (opcode, flags, ips, len(ip), fps, len(fp), ne, no, self.ns)
         self.meta.append(meta)
+        if ANOMALY.enabled:
+            self.metadata[i] = {"traceback_": forward_stack()}
         self.n = i + 1
         if i + 1 >= len(self.op):  # compaction here would renumber the edges' nodes
             raise RuntimeError("internal error: tape.record() without reserve()")
@@ -401,6 +429,7 @@ class Tape:
         """An AccumulateGrad node for ``leaf`` (no edges, one output: the leaf's gradient)."""
         i = self.record(OP_ACCUMULATE_GRAD, f32, [], [], [numel], (), (), ())
         self._rows[-len(_ROW) + 1] |= ACC  # the flags of the row just appended
+        self.metadata.pop(i, None)
         # a weak reference: the leaf's handle keeps this node alive, so a strong one would keep
         # every leaf ever differentiated alive as long as the thread's tape
         self.obj[i] = weakref.ref(leaf)
@@ -450,6 +479,7 @@ class Tape:
         self.hooks = {}
         self.versions = {}
         self.functions = []
+        self.metadata = {}
         self.h2node = []
         self.free_h = []
         self._new_pending()
@@ -471,7 +501,14 @@ class Tape:
         meta = self.meta
         self.meta = [meta[i] for i in kept]
         self.heavy = [int(newid[i]) for i in self.heavy if newid[i] >= 0]
-        for name in ("retained", "hooks", "versions", "kwargs", "out_shapes"):  # node -> ...
+        for name in (
+            "retained",
+            "hooks",
+            "versions",
+            "kwargs",
+            "out_shapes",
+            "metadata",
+        ):  # node -> ...
             d = getattr(self, name)
             setattr(self, name, {int(newid[k]): v for k, v in d.items() if newid[k] >= 0})
         self.functions = [int(newid[i]) for i in self.functions if newid[i] >= 0]
