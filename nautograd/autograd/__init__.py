@@ -17,6 +17,7 @@ from .grad_mode import (
     no_grad,
     set_grad_enabled,
 )
+from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 
 __all__ = [
     "Function",
@@ -34,4 +35,7 @@ __all__ = [
     "set_detect_anomaly",
     "is_anomaly_enabled",
     "is_anomaly_check_nan_enabled",
+    "gradcheck",
+    "gradgradcheck",
+    "GradcheckError",
 ]
