@@ -90,6 +90,47 @@ def test_double_backward_matches_torch(op, i, case, rng):
         _close(a, b, f"second-order gradient {k}")
 
 
+def _with_zeros(shape, at, seed=3):
+    x = np.random.default_rng(seed).standard_normal(shape)
+    for idx in at:
+        x[idx] = 0.0
+    return x
+
+
+@pytest.mark.parametrize(
+    "f,x",
+    [
+        (lambda t: t.prod(), _with_zeros((3, 4), [(0, 1), (2, 0)])),
+        (lambda t: t.prod(), _with_zeros((5,), [(2,)])),
+        (lambda t: t.prod(1), _with_zeros((3, 4), [(0, 1), (2, 0), (2, 3)])),
+        (lambda t: t.prod(0, keepdim=True), _with_zeros((3, 4), [(0, 1)])),
+        (lambda t: t.cumprod(1), _with_zeros((3, 4), [(0, 1), (2, 0), (2, 3)])),
+        (lambda t: t.cumprod(0), _with_zeros((3, 4), [(1, 1)])),
+        (lambda t: t.cumprod(2), _with_zeros((2, 3, 4), [(1, 1, 2), (0, 0, 0)])),
+    ],
+    ids=["prod", "prod-1d", "prod-dim", "prod-keepdim", "cumprod", "cumprod-0", "cumprod-3d"],
+)
+def test_prod_and_cumprod_of_tensors_with_zeros_differentiate_twice_as_torch(f, x):
+    ours_x = ng.tensor(x, requires_grad=True)
+    ref_x = torch.tensor(x, requires_grad=True)
+    g, gg = _second_order(ng, [f(ours_x)], [ours_x], 5)
+    rg, rgg = _second_order(torch, [f(ref_x)], [ref_x], 5)
+    for a, b in zip(g + gg, rg + rgg, strict=True):
+        _close(a, b, "prod/cumprod with zeros")
+
+
+@pytest.mark.parametrize("scale", [1.0, 800.0])
+def test_logcumsumexp_of_large_values_differentiates_twice_without_overflow(scale):
+    x = np.random.default_rng(4).standard_normal((3, 5)) * scale
+    ours_x = ng.tensor(x, requires_grad=True)
+    ref_x = torch.tensor(x, requires_grad=True)
+    g, gg = _second_order(ng, [ours_x.logcumsumexp(1)], [ours_x], 5)
+    rg, rgg = _second_order(torch, [ref_x.logcumsumexp(1)], [ref_x], 5)
+    for a, b in zip(g + gg, rg + rgg, strict=True):
+        assert np.isfinite(a.detach().numpy()).all()
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-8, atol=1e-9)
+
+
 def test_an_op_without_a_formula_raises_naming_the_node(monkeypatch):
     monkeypatch.setattr(OP_BY_NAME["convolution"], "formula", None)
     x = ng.tensor(np.ones((1, 1, 4, 4)), requires_grad=True)

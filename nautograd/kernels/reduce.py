@@ -345,6 +345,21 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 grad_x[_pos(pos, ident, base + t)] += go_ * d
 
 
+def _exclusive_products(ctx, x, d):
+    """prod_{j != i} x_j along dim d, written with ops (no division: zeros allowed):
+    (prod_{j < i} x_j) (prod_{j > i} x_j), two cumulative products of shifted copies."""
+    n = x.shape[d]
+    shape = list(x.shape)
+    shape[d] = 1
+    ones = ctx.constant(np.ones(shape))
+    if n == 1:
+        return ones
+    ng = ctx.ng
+    left = ng.cat([ones, x.narrow(d, 0, n - 1)], d).cumprod(d)
+    right = ng.cat([ones, x.narrow(d, 1, n - 1).flip((d,))], d).cumprod(d).flip((d,))
+    return left * right
+
+
 @formula_of(group_backward)
 def _group_formula(ctx, grad):
     outer, k, ident, code = ctx.ip
@@ -367,12 +382,13 @@ def _group_formula(ctx, grad):
     rv = r._data
     ng = ctx.ng
     if code == PROD:
-        if not a.all():
-            raise NotImplementedError(
-                "create_graph=True: the differentiable backward of prod over a tensor with zero "
-                "elements is not implemented yet"
-            )
-        return (g * r / x,)
+        if a.all():
+            return (g * r / x,)
+        # with zeros: d/dx_i prod = prod_{j != i} x_j, the exclusive products (torch's
+        # prod_safe_zeros_backward), over the one reduced dim or the flattened tensor
+        if len(dims) == 1:
+            return (g * _exclusive_products(ctx, x, dims[0]),)
+        return (g * _exclusive_products(ctx, x.reshape(-1), 0).reshape(xs),)
     if code in (AMAX, AMIN, NORM_INF, NORM_NEG_INF):
         v = np.abs(a) if code >= NORM_INF else a
         hit = v == rv
@@ -696,6 +712,24 @@ def scan_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 grad_x[i] += math.exp(x[i] + lp) - math.exp(x[i] + ln)
 
 
+def _cumprod_grad_with_zeros(ctx, x, grad, d):
+    """grad_x_i = sum_{j >= i} grad_j prod_{m <= j, m != i} x_m without dividing by x:
+    (prod_{m < i} x_m) sum_{j >= i} grad_j R_ij with R_ij = prod_{i < m <= j} x_m, the
+    cumulative products of x with its first i + 1 entries set to 1 (an n x n matrix per
+    scan: create_graph through a cumprod of a tensor holding zeros is rare)."""
+    ng = ctx.ng
+    n = x.shape[d]
+    xt, gt = x.movedim(d, -1), grad.movedim(d, -1)
+    m = np.arange(n)
+    after = ctx.constant(m[None, :] > m[:, None])  # [i, m]: m > i
+    upper = ctx.constant(m[None, :] >= m[:, None])  # [i, j]: j >= i
+    R = ng.where(after > 0, xt.unsqueeze(-2), ctx.constant(1.0)).cumprod(-1)
+    S = (upper * gt.unsqueeze(-2) * R).sum(-1)
+    ones = ctx.constant(np.ones(xt.shape[:-1] + (1,)))
+    left = ng.cat([ones, xt.narrow(-1, 0, n - 1)], -1).cumprod(-1)
+    return (left * S).movedim(-1, d)
+
+
 @formula_of(scan_backward)
 def _scan_formula(ctx, grad):
     code = ctx.ip[3]
@@ -712,14 +746,21 @@ def _scan_formula(ctx, grad):
     x, r = ctx.input(0, 0), ctx.output(0, 1)
     if code == CUMPROD:
         # grad_x_i = sum_{j >= i} grad_j result_j / x_i
-        if not x._data.all():
-            raise NotImplementedError(
-                "create_graph=True: the differentiable backward of cumprod over a tensor with "
-                "zero elements is not implemented yet"
-            )
-        return (reverse_cumsum(grad * r) / x,)
+        if x._data.all():
+            return (reverse_cumsum(grad * r) / x,)
+        return (_cumprod_grad_with_zeros(ctx, x, grad, d),)
     # logcumsumexp: grad_x_i = sum_{j >= i} grad_j exp(x_i - result_j)
-    return (x.exp() * reverse_cumsum(grad * (-r).exp()),)
+    if not x._data.size or max(np.abs(x._data).max(), np.abs(r._data).max()) < 600:
+        return (x.exp() * reverse_cumsum(grad * (-r).exp()),)
+    # exp(x) or exp(-result) would overflow (|v| > ~709 in float64): pairwise instead, where
+    # x_i - result_j <= 0 for j >= i (result_j is a logsumexp over x_0..x_j), an n x n
+    # matrix per scan
+    ng = ctx.ng
+    m = np.arange(x.shape[d])
+    upper = ctx.constant(m[None, :] >= m[:, None])  # [i, j]: j >= i
+    xt, rt, gt = x.movedim(d, -1), r.movedim(d, -1), grad.movedim(d, -1)
+    pairs = ng.where(upper > 0, xt.unsqueeze(-1) - rt.unsqueeze(-2), ctx.constant(-np.inf))
+    return ((pairs.exp() * gt.unsqueeze(-2)).sum(-1).movedim(-1, d),)
 
 
 def _logcumsumexp(x, axis):
