@@ -786,3 +786,35 @@ def test_grad_ran_no_hooks_of_captured_tensors(create_graph):
     ours, theirs = run(ng), run(torch)
     assert ours == theirs
     assert ours[0] == [[20.0, 40.0], [2.0, 2.0], [360.0, 720.0], [6.0, 12.0], [360.0, 720.0]]
+
+
+def test_grad_with_batched_cotangents_as_torch():
+    def run(lib):
+        out = []
+        eye = lib.eye(2, dtype=lib.float64)
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        w = lib.tensor(1.0, requires_grad=True)
+        (g,) = lib.autograd.grad([x * x, x.sum() * 3], x, [eye, lib.tensor([1.0, 2.0])],
+                                 is_grads_batched=True)  # fmt: skip
+        out.append(g.tolist())
+        r = lib.autograd.grad(x * x, [x, w], eye, is_grads_batched=True, allow_unused=True)
+        out.append((r[0].tolist(), r[1]))
+        r = lib.autograd.grad(x * x, [x, w], eye, is_grads_batched=True, materialize_grads=True)
+        out.append((r[0].tolist(), r[1].tolist()))  # (torch: unbatched zeros)
+        (g,) = lib.autograd.grad(x * x, x, eye, is_grads_batched=True, create_graph=True)
+        out.append((g.tolist(), g.requires_grad, lib.autograd.grad(g.sum(), x)[0].tolist()))
+        for bad in (
+            lambda: lib.autograd.grad(
+                x * x, x, lib.ones(2, dtype=lib.float64), is_grads_batched=True
+            ),  # fmt: skip
+            lambda: lib.autograd.grad(
+                [x * x, x.sum() * 3], x, [eye, lib.tensor([1.0, 2.0, 3.0])], is_grads_batched=True
+            ),  # fmt: skip
+            lambda: lib.autograd.grad(x * x, x, None, is_grads_batched=True),
+        ):
+            with pytest.raises(Exception) as err:
+                bad()
+            out.append((err.type.__name__, str(err.value)))
+        return out
+
+    assert run(ng) == run(torch)

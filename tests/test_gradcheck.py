@@ -198,9 +198,17 @@ def test_fast_mode_leaves_the_users_random_state_alone():
     assert ng.rand(4).tolist() == a.tolist()
 
 
+def test_check_batched_grad_runs_batched_cotangents():
+    x = ng.tensor(X, requires_grad=True)
+    w = ng.tensor(np.arange(6.0).reshape(2, 3) / 5, requires_grad=True)
+    f = lambda x, w: (ng.tanh(w @ x), (x * x).sum())  # noqa: E731
+    assert ng.autograd.gradcheck(f, (x, w), check_batched_grad=True)
+    assert ng.autograd.gradgradcheck(f, (x, w), check_batched_grad=True)
+
+
 def test_unsupported_checks_say_so():
     x = ng.tensor(X, requires_grad=True)
-    for kw in ({"check_batched_grad": True}, {"check_forward_ad": True}):
+    for kw in ({"check_forward_ad": True}, {"check_batched_forward_grad": True}):
         with pytest.raises(NotImplementedError):
             ng.autograd.gradcheck(lambda x: x * 2, (x,), **kw)
     with pytest.raises(AssertionError, match="Expected at least one of check_fwd_over_rev"):

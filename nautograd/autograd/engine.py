@@ -529,10 +529,11 @@ def grad(
     """Gradients of ``outputs`` with respect to ``inputs``, returned (``.grad`` untouched).
 
     As ``torch.autograd.grad``: unreachable inputs give None with ``allow_unused=True`` and
-    raise otherwise; ``materialize_grads=True`` turns them into zeros.
+    raise otherwise; ``materialize_grads=True`` turns them into zeros. With
+    ``is_grads_batched=True`` the first dimension of every ``grad_outputs`` tensor is a batch
+    of cotangents and each result has that batch dimension first (one backward per cotangent
+    here, where torch uses vmap: the same results).
     """
-    if is_grads_batched:
-        raise NotImplementedError("grad(is_grads_batched=True) is not supported yet")
     if materialize_grads and allow_unused is False:
         raise ValueError(
             "Expected allow_unused to be True or not passed when materialize_grads=True, "
@@ -540,6 +541,9 @@ def grad(
         )
     if allow_unused is None:
         allow_unused = materialize_grads
+    if is_grads_batched:
+        return _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph,
+                             allow_unused, materialize_grads)  # fmt: skip
     as_dict = isinstance(inputs, dict)
     keys = list(inputs.keys()) if as_dict else None
     roots = _as_tuple(outputs)
@@ -573,4 +577,70 @@ def grad(
         tape.release_grad_arenas(owned)
     if as_dict:
         return dict(zip(keys, result, strict=True))
+    return tuple(result)
+
+
+def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
+                  materialize_grads):  # fmt: skip
+    """grad(is_grads_batched=True): one grad() per cotangent of the batch, stacked."""
+    roots = _as_tuple(outputs)
+    grads = _as_tuple(grad_outputs) or (None,) * len(roots)
+    for i, (g, o) in enumerate(zip(grads, roots, strict=False)):
+        if g is None:
+            if o.numel() != 1:
+                raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            raise ValueError(
+                "vmap(vjp, in_dims=0, ...)(<inputs>): Got in_dim=0 for some input, but that "
+                "input is a Tensor of dimensionality 0 so expected in_dim to satisfy "
+                "0 <= in_dim < 0."
+            )
+        if tuple(g.shape[1:]) != tuple(o.shape) or g.ndim == 0:
+            raise RuntimeError(
+                "If `is_grads_batched=True`, we interpret the first dimension of each "
+                "grad_output as the batch dimension. The sizes of the remaining dimensions are "
+                "expected to match the shape of corresponding output, but a mismatch was "
+                f"detected: grad_output[{i}] has a shape of {type(g.shape)(g.shape[1:])} and "
+                f"output[{i}] has a shape of {o.shape}. If you only want some tensors in "
+                "`grad_output` to be considered batched, consider using vmap."
+            )
+    sizes = [g.shape[0] for g in grads]
+    if len(set(sizes)) > 1:
+        raise ValueError(
+            "vmap: Expected all tensors to have the same size in the mapped dimension, got "
+            f"sizes {sizes} for the mapped dimension"
+        )
+    if sizes[0] == 0:
+        raise IndexError("index 0 is out of bounds for dimension 0 with size 0")
+    if retain_graph is None:
+        retain_graph = create_graph
+    as_dict = isinstance(inputs, dict)
+    targets = _as_tuple(inputs)
+    per_b = []
+    for b in range(sizes[0]):
+        last = b == sizes[0] - 1
+        per_b.append(
+            grad(
+                roots,
+                targets,
+                [g[b] for g in grads],
+                retain_graph=retain_graph or not last,
+                create_graph=create_graph,
+                allow_unused=allow_unused,
+            )  # fmt: skip
+        )
+    from ..kernels.shape import stack  # (an op: recorded under create_graph)
+    from ..tensor import apply
+
+    result = []
+    for i, t in enumerate(targets):
+        column = [r[i] for r in per_b]
+        if column[0] is None:
+            # (torch's materialize_grads gives the unbatched zeros here)
+            result.append(
+                _wrap(np.zeros_like(t._data), create_graph) if materialize_grads else None
+            )
+        else:
+            result.append(apply(stack, column))
+    if as_dict:
+        return dict(zip(inputs.keys(), result, strict=True))
     return tuple(result)
