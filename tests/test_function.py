@@ -32,6 +32,24 @@ def exp_function(lib):
     return Exp
 
 
+def square_function(lib, factor=2, detach=False, decorate=staticmethod):
+    """x * x as a Function whose backward is ``factor * g * x`` (2: right), with x detached
+    if asked (a backward that is not itself differentiable); ``decorate`` wraps backward."""
+
+    class Square(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @decorate
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return factor * g * (x.detach() if detach else x)
+
+    return Square
+
+
 def scaled_function(lib, seen):
     """Non-tensor input and output; records what backward receives."""
 
@@ -317,17 +335,7 @@ def test_custom_function_that_saved_nothing_can_run_backward_twice():
 
 
 def test_saved_tensor_changed_in_place_raises_at_saved_tensors():
-    class Square(ng.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * g * x
-
+    Square = square_function(ng)
     x = ng.ones(2, requires_grad=True)
     w = x * 1
     y = Square.apply(w)
@@ -666,19 +674,7 @@ def test_hook_on_one_output_leaves_an_unused_output_undefined(rng):
 
 
 def _once_square(lib, once):
-    class Square(lib.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        @once
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return 2 * g * x
-
-    return Square
+    return square_function(lib, decorate=lambda f: staticmethod(once(f)))
 
 
 def test_once_differentiable_double_backward_raises_from_an_error_node():

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import torch
 from op_cases import CASES, case_id, make_inputs
+from test_function import square_function
 
 import nautograd as ng
 from nautograd.kernels.registry import Case, run_case
@@ -44,18 +45,7 @@ def test_every_op_passes_gradcheck_and_gradgradcheck(op, i, case, rng):
 
 
 def _wrong_square(lib, factor, detach=False):
-    class Square(lib.autograd.Function):
-        @staticmethod
-        def forward(ctx, x):
-            ctx.save_for_backward(x)
-            return x * x
-
-        @staticmethod
-        def backward(ctx, g):
-            (x,) = ctx.saved_tensors
-            return factor * g * (x.detach() if detach else x)
-
-    return Square
+    return square_function(lib, factor, detach)
 
 
 def _error(fn):
