@@ -626,21 +626,17 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
                 retain_graph=retain_graph or not last,
                 create_graph=create_graph,
                 allow_unused=allow_unused,
-            )  # fmt: skip
+            )
         )
     from ..kernels.shape import stack  # (an op: recorded under create_graph)
     from ..tensor import apply
 
     result = []
-    for i, t in enumerate(targets):
+    for i in range(len(targets)):
         column = [r[i] for r in per_b]
-        if column[0] is None:
-            # (torch's materialize_grads gives the unbatched zeros here)
-            result.append(
-                _wrap(np.zeros_like(t._data), create_graph) if materialize_grads else None
-            )
-        else:
-            result.append(apply(stack, column))
+        result.append(None if column[0] is None else apply(stack, column))
+    # (torch's materialize_grads gives the unbatched zeros here)
+    _unused_inputs(targets, result, allow_unused, materialize_grads, create_graph)
     if as_dict:
         return dict(zip(inputs.keys(), result, strict=True))
     return tuple(result)

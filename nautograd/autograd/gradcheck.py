@@ -138,15 +138,13 @@ def _evaluate(func, inputs):
     ]
 
 
-def _perturbed(func, inputs, set_to, values):
-    """The outputs at the input set to ``values[0]``, then ``values[1]``; then ``values[2]``
-    (the original) is put back."""
-    orig = values
-    set_to(orig[0])
+def _perturbed(func, inputs, set_to, minus, plus, orig):
+    """The outputs with the input set to ``minus``, then to ``plus``; ``orig`` is put back."""
+    set_to(minus)
     a = _evaluate(func, inputs)
-    set_to(orig[1])
+    set_to(plus)
     b = _evaluate(func, inputs)
-    set_to(orig[2])
+    set_to(orig)
     return a, b
 
 
@@ -164,7 +162,7 @@ def _numerical_jacobian(func, inputs, eps):
             def set_to(value, idx=idx, data=data):
                 data[idx] = value
 
-            a, b = _perturbed(func, inputs, set_to, (orig - eps, orig + eps, orig))
+            a, b = _perturbed(func, inputs, set_to, orig - eps, orig + eps, orig)
             if columns is None:
                 columns = [np.zeros((data.size, x.size)) for x in a]
             for jac, xa, xb in zip(columns, a, b, strict=True):
@@ -201,13 +199,23 @@ def _analytical_jacobian(inputs, output, nondet_tol, check_grad_dtypes):
     if not sizes_ok:
         raise GradcheckError("Analytical gradient has incorrect size")
     if not all(_within(a, b, nondet_tol) for a, b in zip(*jacobians, strict=True)):
-        raise GradcheckError(
-            "Backward is not reentrant, i.e., running backward with same input and "
-            "grad_output multiple times gives different values, although analytical gradient "
-            "matches numerical gradient."
-            f"The tolerance for nondeterminism was {nondet_tol}." + FAILED_NONDET_MSG
-        )
+        raise _not_reentrant(nondet_tol)
     return jacobians[0]
+
+
+def _not_reentrant(tol):
+    return GradcheckError(
+        "Backward is not reentrant, i.e., running backward with same input and grad_output "
+        "multiple times gives different values, although analytical gradient matches "
+        f"numerical gradient.The tolerance for nondeterminism was {tol}." + FAILED_NONDET_MSG
+    )
+
+
+def _positions(func_out):
+    """Where each output that requires grad stands among the tensor outputs (the numerical
+    Jacobians have one entry per tensor output)."""
+    tensors = [o for o in _as_tuple(func_out) if isinstance(o, Tensor)]
+    return [k for k, o in enumerate(tensors) if o.requires_grad]
 
 
 def _within(a, b, tol):
@@ -237,8 +245,7 @@ def _slow_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
     if not outputs:
         _check_no_differentiable_outputs(numerical)
         return
-    tensors = [o for o in _as_tuple(func_out) if isinstance(o, Tensor)]
-    keep = [k for k, o in enumerate(tensors) if o.requires_grad]
+    keep = _positions(func_out)
     for o_idx, output in enumerate(outputs):
         analytical = _analytical_jacobian(inputs, output, tol, check_grad_dtypes)
         for i, a in enumerate(analytical):
@@ -259,8 +266,7 @@ def _fast_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
     diff = _diff_inputs(inputs)
     all_u = [_unit_vector(rng, t.numel(), t._data.dtype) for t in diff]
     all_v = [_unit_vector(rng, o.numel(), o._data.dtype) for o in outputs]
-    tensors = [o for o in _as_tuple(func_out) if isinstance(o, Tensor)]
-    keep = [k for k, o in enumerate(tensors) if o.requires_grad]
+    keep = _positions(func_out)
     jvps = []  # [input i][output k]: J_k u_i from central differences
     for t, u in zip(diff, all_u, strict=True):
         data = t._data
@@ -270,7 +276,7 @@ def _fast_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
         def set_to(value, data=data):
             data[...] = value
 
-        a, b = _perturbed(func, inputs, set_to, (orig - du, orig + du, orig))
+        a, b = _perturbed(func, inputs, set_to, orig - du, orig + du, orig)
         jvps.append([(xb - xa) / (2 * eps) for xa, xb in zip(a, b, strict=True)])
     if not outputs:
         for per_input in jvps:
@@ -285,12 +291,7 @@ def _fast_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
             a = 0.0 if g1 is None else float(g1._data.reshape(-1) @ u)
             a2 = 0.0 if g2 is None else float(g2._data.reshape(-1) @ u)
             if abs(a - a2) > tol:
-                raise GradcheckError(
-                    "Backward is not reentrant, i.e., running backward with same input and "
-                    "grad_output multiple times gives different values, although analytical "
-                    "gradient matches numerical gradient."
-                    f"The tolerance for nondeterminism was {tol}." + FAILED_NONDET_MSG
-                )
+                raise _not_reentrant(tol)
             n = float(v @ jvps[i][keep[o_idx]])
             # atol scaled by v^T M u (M all ones), as torch's _adjusted_atol
             if not np.allclose(a, n, rtol, atol * float(u.sum()) * float(v.sum())):
