@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 
 from ..graph.tape import ANOMALY
-from ..kernels import OPS
+from .graph import node_name
 
 W3 = (
     "Anomaly Detection has been enabled. This mode will increase the runtime and should only "
@@ -71,14 +71,6 @@ class set_detect_anomaly:
 
 # ---------------------------------------------------------------------------------------------
 # what the engine calls while anomaly detection is on
-
-
-def node_name(tape, node):
-    """The name torch gives the node in its messages: ``MulBackward0``, ``MyFuncBackward``."""
-    op = int(tape.op[node])
-    if op == 0:
-        return type(tape.obj[node]).__name__  # a custom Function's ctx class
-    return OPS[op - 1].node_name
 
 
 def warn_failed(tape, node):

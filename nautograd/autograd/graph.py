@@ -11,6 +11,17 @@ def make_node(tape, node):
     return (cls or Node)(tape, node)
 
 
+def node_name(tape, node):
+    """torch's name of a node: ``MulBackward0``, a custom Function's ``<Name>Backward`` (its
+    ctx class), ``torch::autograd::AccumulateGrad``."""
+    op = int(tape.op[node])
+    if op != OP_ACCUMULATE_GRAD:
+        return OPS[op - 1].node_name
+    if tape.flags[node] & ACC:
+        return "torch::autograd::AccumulateGrad"
+    return type(tape.obj[node]).__name__
+
+
 class Node:
     """A recorded node (``tensor.grad_fn``), as torch.autograd.graph.Node."""
 
@@ -32,10 +43,7 @@ class Node:
         return self._tape.h2node[self._h]
 
     def name(self):
-        op = int(self._tape.op[self._node])
-        if op == OP_ACCUMULATE_GRAD:
-            return "torch::autograd::AccumulateGrad"
-        return OPS[op - 1].node_name
+        return node_name(self._tape, self._node)
 
     @property
     def next_functions(self):
