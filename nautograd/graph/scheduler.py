@@ -294,7 +294,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: d706ff49fb8f429f
+# sources hash: d1654bfacf8c7cc2
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul
@@ -427,7 +427,7 @@ _k138 = _OPS[137].backward  # addcdiv
 _ASSIGNS = np.array(
     list(
         "0111111000000000000000000000000000000011000000001110000000000000"
-        "0000000000000000001100111111111111111111111111111111111111111111"
+        "0000001111110000001100111111111111111111111111111111111111111111"
         "1111111100000000000000"
     ),
     np.int8,

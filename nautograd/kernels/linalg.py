@@ -1,8 +1,9 @@
 """Linear algebra: matmul for every operand rank torch accepts (batched, broadcast batch dims),
 mm, bmm, mv, dot, outer, einsum, trace, and linalg.inv/det/slogdet/solve/cholesky.
 
-Products run through BLAS (numpy forward; Numba's ``np.dot`` backward, one 2-D product per
-batch item); factorizations through LAPACK (numpy forward, Numba's ``np.linalg`` backward).
+Products run through BLAS (numpy forward; the backward calls gemm straight into the gradient
+buffers, one 2-D product per batch item); factorizations through LAPACK (numpy forward,
+Numba's ``np.linalg`` backward).
 """
 
 import collections
@@ -11,7 +12,7 @@ import string
 import numba
 import numpy as np
 
-from ._jit import bcast_offsets, kernel, saved, view
+from ._jit import assigning, bcast_offsets, gemm, kernel, saved, view
 from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
 from .index import expand as _expand
@@ -83,21 +84,23 @@ def _matmul_forward(x, y, op="matmul"):
     return result, (x, y), ip, ()
 
 
+@assigning
 @kernel
 def matmul_backward(G, G2, go, gi, V, so, sa, ip, fp):
     # result = x @ y per batch item, x (m, k), y (k, n): grad_x += grad @ y^T,
-    # grad_y += x^T @ grad, summed over the items a broadcast operand takes part in
+    # grad_y += x^T @ grad, summed over the items a broadcast operand takes part in.
+    # gi[2], gi[3]: the buffer is fresh (_jit.assigning): BLAS stores (beta 0) instead
     m, k, n, B, nd = ip[0], ip[1], ip[2], ip[3], ip[4]
     if nd == 0:
         g = view(G, go[0], m * n).reshape((m, n))
         if gi[0] >= 0:
             y = saved(V, so, sa, 1, k * n).reshape((k, n))
             grad_x = view(G, gi[0], m * k).reshape((m, k))
-            grad_x += np.dot(g, y.T)
+            gemm(grad_x, g, y, False, True, 0.0 if gi[2] == 1 else 1.0)
         if gi[1] >= 0:
             x = saved(V, so, sa, 0, m * k).reshape((m, k))
             grad_y = view(G, gi[1], k * n).reshape((k, n))
-            grad_y += np.dot(x.T, g)
+            gemm(grad_y, x, g, True, False, 0.0 if gi[3] == 1 else 1.0)
         return
     nxb, nyb = ip[5 + 3 * nd], ip[6 + 3 * nd]
     xo = bcast_offsets(ip, 5, nd, 0, B)
@@ -105,16 +108,20 @@ def matmul_backward(G, G2, go, gi, V, so, sa, ip, fp):
     g = view(G, go[0], B * m * n)
     x = saved(V, so, sa, 0, nxb * m * k)
     y = saved(V, so, sa, 1, nyb * k * n)
+    # a fresh buffer of a broadcast operand is written by several items: zero it once
+    for j in range(2):
+        if gi[j] >= 0 and gi[2 + j] == 1:
+            view(G, gi[j], nxb * m * k if j == 0 else nyb * k * n)[:] = 0
     for b in range(B):
         gb = g[b * m * n : (b + 1) * m * n].reshape((m, n))
         if gi[0] >= 0:
             yb = y[yo[b] * k * n : (yo[b] + 1) * k * n].reshape((k, n))
             grad_x = view(G, gi[0] + xo[b] * m * k, m * k).reshape((m, k))
-            grad_x += np.dot(gb, yb.T)
+            gemm(grad_x, gb, yb, False, True, 1.0)
         if gi[1] >= 0:
             xb = x[xo[b] * m * k : (xo[b] + 1) * m * k].reshape((m, k))
             grad_y = view(G, gi[1] + yo[b] * k * n, k * n).reshape((k, n))
-            grad_y += np.dot(xb.T, gb)
+            gemm(grad_y, xb, gb, True, False, 1.0)
 
 
 _CASES = [
