@@ -29,6 +29,28 @@ def test_x_times_x_accumulates_both_edges():
     close(x.grad, [6.0, -2.0])
 
 
+@pytest.mark.parametrize("big", [False, True], ids=["arena", "own_buffer"])
+def test_matmul_backward_stores_then_adds_into_shared_buffers(big):
+    # matmul's backward stores into a fresh gradient buffer (BLAS beta 0) and adds into a
+    # written one: x @ x writes one buffer twice, a weight broadcast over a batch is written
+    # once per item, and the leaf's big buffer (>= 4096 elements) starts uninitialised
+    n = 80 if big else 4
+    rng = np.random.default_rng(0)
+    a, w, b = (
+        rng.standard_normal((n, n)),
+        rng.standard_normal((n, 3)),
+        rng.standard_normal((2, 5, n)),
+    )
+    grads = []
+    for lib in (ng, torch):
+        x, y, z = (lib.tensor(v, requires_grad=True) for v in (a, w, b))
+        loss = (x @ x).sin().sum() + (z @ x @ y).cos().sum()
+        loss.backward()
+        grads.append((x.grad, y.grad, z.grad))
+    for g, tg in zip(*grads, strict=True):
+        close(g, tg, 1e-10)
+
+
 def test_diamond_graph_matches_torch():
     def f(lib, x):
         a = x.sin()
