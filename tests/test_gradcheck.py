@@ -203,3 +203,51 @@ def test_unsupported_checks_say_so():
             ng.autograd.gradcheck(lambda x: x * 2, (x,), **kw)
     with pytest.raises(AssertionError, match="Expected at least one of check_fwd_over_rev"):
         ng.autograd.gradgradcheck(lambda x: x * 2, (x,), check_rev_over_rev=False)
+
+
+def _undefined_aware(lib, on_none):
+    """A Function that does not materialize its gradients: its backward sees None for an
+    output gradient no one defined, and answers ``on_none(x)`` when both are None."""
+
+    class Twice(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.set_materialize_grads(False)
+            ctx.save_for_backward(x)
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, g1, g2):
+            (x,) = ctx.saved_tensors
+            if g1 is None and g2 is None:
+                return on_none(lib, x)
+            return (0 if g1 is None else g1) * 2 + (0 if g2 is None else g2) * 3
+
+    return Twice
+
+
+def _raise(lib, x):
+    raise RuntimeError("an undefined gradient")
+
+
+def test_undefined_output_gradients_reach_a_backward_as_none_as_torch():
+    # torch's gradcheck puts an UndefinedGrad node after the outputs (all of them, then one
+    # at a time): a backward must take None and give None or zeros
+    for on_none in (
+        lambda lib, x: None,  # fine: an undefined gradient in, an undefined one out
+        lambda lib, x: lib.zeros_like(x),  # fine too
+        _raise,  # "Expected backward function to handle undefined output grads."
+        lambda lib, x: lib.ones_like(x),  # "Expected all input grads to be undefined or zero"
+    ):
+
+        def make(lib, on_none=on_none):
+            x = lib.tensor(X, requires_grad=True)
+            f = _undefined_aware(lib, on_none).apply
+            return lambda: lib.autograd.gradcheck(f, (x,))
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the backwards-compatibility warning, as torch's
+            ours, theirs = _both(make)
+        assert ours == theirs
+    assert ours[0] == "GradcheckError"
+    assert ours[1].startswith("Expected all input grads to be undefined or zero")

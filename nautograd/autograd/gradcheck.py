@@ -5,9 +5,8 @@ torch.autograd.gradcheck's checks and texts (reference section I; torch 2.13's
 differences of every input element (slow mode) or along one random direction per input
 (``fast_mode``: ``v^T J u``), compared with ``allclose`` against the Jacobian assembled from
 ``autograd.grad`` one output element at a time, which is computed twice and must agree
-within ``nondet_tol`` (reentrancy); then that a zero ``grad_output`` gives zero gradients.
-Nautograd has no undefined gradients: ``check_undefined_grad`` runs the backward with zero
-output gradients, which is what torch's built-in ops and Functions that materialize grads see.
+within ``nondet_tol`` (reentrancy); then that a zero ``grad_output`` gives zero gradients,
+and (``check_undefined_grad``) that undefined output gradients give undefined or zero ones.
 """
 
 import warnings
@@ -16,6 +15,7 @@ import numpy as np
 
 from ..tensor import Tensor, _wrap
 from .engine import grad as _grad
+from .function import Function
 
 
 class GradcheckError(RuntimeError):
@@ -363,25 +363,51 @@ def _warn_bc_breaking():
     )
 
 
+class _UndefinedGrad(Function):
+    """torch's ``UndefinedGrad`` node: passes its input through, and its backward gives an
+    undefined gradient (None: nothing is written into the input's buffer), so the function
+    under test sees undefined output gradients (None in a custom Function that does not
+    materialize grads, zeros in built-in ops, as in torch)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x.clone()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return None
+
+
 def _test_undefined_backward_mode(func, inputs):
     diff = _diff_inputs(inputs)
     if not diff:
         raise GradcheckError("no Tensors requiring grad found in input")
-    outputs = _differentiable_outputs(func(*inputs))
-    zeros = [_wrap(np.zeros_like(o._data)) for o in outputs]
-    try:
-        grads = _grad(outputs, diff, zeros, allow_unused=True)
-    except RuntimeError as e:
-        _warn_bc_breaking()
-        raise GradcheckError(
-            f"Expected backward function to handle undefined output grads. {_UNDEFINED_NOTE}"
-        ) from e
-    for gi in grads:
-        if gi is not None and np.any(gi._data != 0):
+
+    def supports_undefined(outputs):
+        zeros = [_wrap(np.zeros_like(o._data)) for o in outputs]
+        try:
+            grads = _grad(outputs, diff, zeros, allow_unused=True)
+        except RuntimeError as e:
             _warn_bc_breaking()
             raise GradcheckError(
-                "Expected all input grads to be undefined or zero when all output grads are "
-                f"undefined or zero. {_UNDEFINED_NOTE}"
+                f"Expected backward function to handle undefined output grads. {_UNDEFINED_NOTE}"
+            ) from e
+        for gi in grads:
+            if gi is not None and np.any(gi._data != 0):
+                _warn_bc_breaking()
+                raise GradcheckError(
+                    "Expected all input grads to be undefined or zero when all output grads "
+                    f"are undefined or zero. {_UNDEFINED_NOTE}"
+                )
+
+    # every output's gradient undefined; then, with several outputs, one at a time
+    outputs = _differentiable_outputs(func(*inputs))
+    supports_undefined([_UndefinedGrad.apply(o) for o in outputs])
+    if len(outputs) > 1:
+        for k in range(len(outputs)):
+            outputs = _differentiable_outputs(func(*inputs))
+            supports_undefined(
+                [_UndefinedGrad.apply(o) if j == k else o for j, o in enumerate(outputs)]
             )
 
 
