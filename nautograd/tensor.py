@@ -707,13 +707,23 @@ def _note_versions(tape, node, args, saved):
     place under no_grad raises instead of silently entering the gradient. Values of at most
     SMALL elements are copies of the forward-time value and need no check.
     """
-    entries = []
+    # (plain loops: the any() over a generator this replaces cost ~1.5 us an op, mv or tanh)
+    entries = None
     for x in args:
-        if isinstance(x, Tensor) and any(a is x._data for a in saved):
-            if x._vc is None:
-                x._vc = [0]
-            entries.append((x._vc, x._vc[0], x._data.shape, x._data.dtype))
-    if entries:
+        if isinstance(x, Tensor):
+            d = x._data
+            for a in saved:
+                if a is d:
+                    vc = x._vc
+                    if vc is None:
+                        x._vc = vc = [0]
+                    entry = (vc, vc[0], d.shape, d.dtype)
+                    if entries is None:
+                        entries = [entry]
+                    else:
+                        entries.append(entry)
+                    break
+    if entries is not None:
         tape.versions[node] = entries
 
 
