@@ -107,8 +107,18 @@ def _with_zeros(shape, at, seed=3):
         (lambda t: t.cumprod(1), _with_zeros((3, 4), [(0, 1), (2, 0), (2, 3)])),
         (lambda t: t.cumprod(0), _with_zeros((3, 4), [(1, 1)])),
         (lambda t: t.cumprod(2), _with_zeros((2, 3, 4), [(1, 1, 2), (0, 0, 0)])),
+        (lambda t: t.cumprod(1), _with_zeros((3, 1), [(1, 0)])),
     ],
-    ids=["prod", "prod-1d", "prod-dim", "prod-keepdim", "cumprod", "cumprod-0", "cumprod-3d"],
+    ids=[
+        "prod",
+        "prod-1d",
+        "prod-dim",
+        "prod-keepdim",
+        "cumprod",
+        "cumprod-0",
+        "cumprod-3d",
+        "cumprod-length-1",
+    ],
 )
 def test_prod_and_cumprod_of_tensors_with_zeros_differentiate_twice_as_torch(f, x):
     ours_x = ng.tensor(x, requires_grad=True)

@@ -345,19 +345,22 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 grad_x[_pos(pos, ident, base + t)] += go_ * d
 
 
-def _exclusive_products(ctx, x, d):
-    """prod_{j != i} x_j along dim d, written with ops (no division: zeros allowed):
-    (prod_{j < i} x_j) (prod_{j > i} x_j), two cumulative products of shifted copies."""
+def _exclusive_cumprod(ctx, x, d):
+    """prod_{j < i} x_j along dim d (1 at i = 0), written with ops: the cumulative product of
+    x shifted by one with a 1 in front (no division: zeros allowed)."""
     n = x.shape[d]
     shape = list(x.shape)
     shape[d] = 1
     ones = ctx.constant(np.ones(shape))
     if n == 1:
         return ones
-    ng = ctx.ng
-    left = ng.cat([ones, x.narrow(d, 0, n - 1)], d).cumprod(d)
-    right = ng.cat([ones, x.narrow(d, 1, n - 1).flip((d,))], d).cumprod(d).flip((d,))
-    return left * right
+    return ctx.ng.cat([ones, x.narrow(d, 0, n - 1)], d).cumprod(d)
+
+
+def _exclusive_products(ctx, x, d):
+    """prod_{j != i} x_j along dim d, written with ops (no division: zeros allowed):
+    (prod_{j < i} x_j) (prod_{j > i} x_j), the second the first of x reversed."""
+    return _exclusive_cumprod(ctx, x, d) * _exclusive_cumprod(ctx, x.flip((d,)), d).flip((d,))
 
 
 @formula_of(group_backward)
@@ -725,9 +728,7 @@ def _cumprod_grad_with_zeros(ctx, x, grad, d):
     upper = ctx.constant(m[None, :] >= m[:, None])  # [i, j]: j >= i
     R = ng.where(after > 0, xt.unsqueeze(-2), ctx.constant(1.0)).cumprod(-1)
     S = (upper * gt.unsqueeze(-2) * R).sum(-1)
-    ones = ctx.constant(np.ones(xt.shape[:-1] + (1,)))
-    left = ng.cat([ones, xt.narrow(-1, 0, n - 1)], -1).cumprod(-1)
-    return (left * S).movedim(-1, d)
+    return (_exclusive_cumprod(ctx, xt, -1) * S).movedim(-1, d)
 
 
 @formula_of(scan_backward)
