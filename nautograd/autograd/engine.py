@@ -294,13 +294,19 @@ def _check_nan(tape, node, state, buf_off, G64, G32, own):
     ):
         if c < 0 or not state[c]:
             grads.append(None)
-        elif own and c in own:
-            grads.append(own[c])
         else:
-            o = tape.out_ptr[c] + nr
-            G = G32 if tape.flags[c] & F32 else G64
-            grads.append(G[buf_off[o] : buf_off[o] + tape.out_numel[o]])
+            grads.append(_input_buffer(tape, c, nr, buf_off, G64, G32, own)[1])
     check_nan(tape, node, grads)
+
+
+def _input_buffer(tape, c, nr, buf_off, G64, G32, own):
+    """(output row, flat gradient buffer) of output ``nr`` of node ``c``, a node that runs:
+    a big leaf's own array (``own``) or its slice of the arena."""
+    o = int(tape.out_ptr[c]) + nr
+    if own and c in own:
+        return o, own[c].reshape(-1)
+    off = int(buf_off[o])
+    return o, (G32 if tape.flags[c] & F32 else G64)[off : off + int(tape.out_numel[o])]
 
 
 def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
@@ -350,16 +356,10 @@ def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own):
     e0, e1 = tape.edge_ptr[node : node + 2].tolist()
     children = tape.edge_node[e0:e1].tolist()
     nrs = tape.edge_input_nr[e0:e1].tolist()
-    out_ptr = tape.out_ptr
     for g, c, nr in zip(results, children, nrs, strict=True):
         if g is None or c < 0 or not state[c]:
             continue
-        o = int(out_ptr[c]) + nr
-        if own and c in own:
-            b = own[c].reshape(-1)
-        else:
-            off = int(buf_off[o])
-            b = (G32 if flags[c] & F32 else G64)[off : off + g.size]
+        o, b = _input_buffer(tape, c, nr, buf_off, G64, G32, own)
         if fresh[o]:
             b[:] = g.reshape(-1)
             fresh[o] = 0
