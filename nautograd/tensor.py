@@ -708,22 +708,17 @@ def _note_versions(tape, node, args, saved):
     SMALL elements are copies of the forward-time value and need no check.
     """
     # (plain loops: the any() over a generator this replaces cost ~1.5 us an op, mv or tanh)
-    entries = None
+    entries = []
     for x in args:
         if isinstance(x, Tensor):
             d = x._data
             for a in saved:
                 if a is d:
-                    vc = x._vc
-                    if vc is None:
-                        x._vc = vc = [0]
-                    entry = (vc, vc[0], d.shape, d.dtype)
-                    if entries is None:
-                        entries = [entry]
-                    else:
-                        entries.append(entry)
+                    if x._vc is None:
+                        x._vc = [0]
+                    entries.append((x._vc, x._vc[0], d.shape, d.dtype))
                     break
-    if entries is not None:
+    if entries:
         tape.versions[node] = entries
 
 
