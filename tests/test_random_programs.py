@@ -2,7 +2,7 @@
 
 import numpy as np
 import torch
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import nautograd as ng
@@ -32,9 +32,12 @@ BINARY = [
     ("sub", lambda lib, x, y: x - 2.0 * y),
     ("mul", lambda lib, x, y: x * y),
     ("div", lambda lib, x, y: x / (y * y + 1.0)),
-    ("maximum", lambda lib, x, y: lib.maximum(x, y)),
+    # (where and maximum compare x with y + 1e-3, not y: a program can build y equal to x up
+    # to rounding, e.g. x + (exp(..) - x), and an ulp of difference in exp between the two
+    # libraries then flips the branch: the value changes by O(1), the gradient moves)
+    ("maximum", lambda lib, x, y: lib.maximum(x, y + 1e-3)),
     ("matmul", lambda lib, x, y: (x @ y.t()) @ x * 0.1),
-    ("where", lambda lib, x, y: lib.where(x > y, x, y * 0.5)),
+    ("where", lambda lib, x, y: lib.where(x > y + 1e-3, x, y * 0.5)),
     ("stack", lambda lib, x, y: lib.stack([x, y]).sum(0)),
     ("cat", lambda lib, x, y: lib.cat([x, y], 0).sum(0) * x),
 ]
@@ -59,6 +62,20 @@ def run(lib, program, leaves):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# a comparison of two values equal up to rounding (v3 > v0 + (v3 - v0)): exp differs from
+# torch's by an ulp, which flipped where()'s branch before the 1e-3 margin
+@example(
+    program=[
+        (1, 0, 0),
+        (1, 8, 0),
+        (2, 0, 13, 34),
+        (2, 0, 0, 5),
+        (1, 0, 0),
+        (1, 0, 0),
+        (2, 6, 3, 24),
+    ],
+    seed=0,
+)
 @given(program=st.lists(step, min_size=1, max_size=12), seed=st.integers(0, 2**16))
 def test_random_program_matches_torch(program, seed):
     rng = np.random.default_rng(seed)
