@@ -645,8 +645,6 @@ def _run(op, args, arrays, dt, rg, kwargs):
         tape.out_shapes[node] = tuple([r.shape for r in outs])
         if kwargs:
             tape.kwargs[node] = kwargs
-        if saved and tape.obj[node] is not None:
-            _note_versions(tape, node, args, saved)
         wrapped = []
         for k, r in enumerate(outs):
             t = _wrap(np.asarray(r), True)
@@ -654,12 +652,13 @@ def _run(op, args, arrays, dt, rg, kwargs):
             t._h = tape.new_handle(node)
             t._out = k
             wrapped.append(t)
+        keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
+        if keep is not None:
+            _note_versions(tape, node, args, keep, wrapped)
         return tuple(wrapped)
     node = tape.record(op.opcode, f32, enodes, enrs, [result.size], saved, ip, fp, shapes)
     if kwargs:
         tape.kwargs[node] = kwargs
-    if saved and tape.obj[node] is not None:
-        _note_versions(tape, node, args, saved)
     t = _new(Tensor)
     t._data = result if type(result) is np.ndarray else np.asarray(result)
     t._rg = True
@@ -673,6 +672,9 @@ def _run(op, args, arrays, dt, rg, kwargs):
     else:
         t._h = len(tape.h2node)
         tape.h2node.append(node)
+    keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
+    if keep is not None:
+        _note_versions(tape, node, args, keep, (t,))
     return t
 
 
@@ -700,25 +702,39 @@ def _edges(tape, args, name):
     return enodes, enrs
 
 
-def _note_versions(tape, node, args, saved):
-    """Remember the version of each input tensor whose memory the node saved by address.
+def _note_versions(tape, node, args, keep, outs):
+    """Remember the version of each input and output tensor whose memory the node saved by
+    address (``keep``: those arrays, ``tape.obj[node]``).
 
     backward() compares them (PyTorch's SavedVariable check) so that a saved tensor changed in
     place under no_grad raises instead of silently entering the gradient. Values of at most
-    SMALL elements are copies of the forward-time value and need no check.
+    SMALL elements are copies of the forward-time value and need no check. ``outs``: the
+    node's new output tensors (tanh, exp, softmax, ... save their result). An entry is
+    (version counter, version, array): the error message takes the shape and dtype from the
+    array, which ``keep`` holds anyway (building them per op cost ~0.2 us).
     """
-    # (plain loops: the any() over a generator this replaces cost ~1.5 us an op, mv or tanh)
-    entries = []
-    for x in args:
-        if isinstance(x, Tensor):
-            d = x._data
-            for a in saved:
-                if a is d:
-                    if x._vc is None:
-                        x._vc = [0]
-                    entries.append((x._vc, x._vc[0], d.shape, d.dtype))
+    # (plain loops over the few kept arrays: the any() over a generator this replaces cost
+    # ~1.5 us an op, mv or tanh)
+    entries = None
+    for a in keep:
+        for x in args:
+            if isinstance(x, Tensor) and x._data is a:
+                vc = x._vc
+                if vc is None:
+                    x._vc = vc = [0]
+                break
+        else:
+            for x in outs:
+                if x._data is a:
+                    x._vc = vc = [0]  # a new tensor
                     break
-    if entries:
+            else:
+                continue  # a copy (made contiguous, or cast): nobody can change it
+        if entries is None:
+            entries = [(vc, vc[0], a)]
+        else:
+            entries.append((vc, vc[0], a))
+    if entries is not None:
         tape.versions[node] = entries
 
 

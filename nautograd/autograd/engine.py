@@ -277,11 +277,11 @@ def _check_versions(tape, state):
     for node, entries in tape.versions.items():
         if node >= len(state) or state[node] != 1 or tape.flags[node] & RELEASED:
             continue
-        for vc, version, shape, dtype in entries:
+        for vc, version, a in entries:
             if vc[0] != version:
                 if ANOMALY.enabled:
                     warn_failed(tape, node)
-                raise modified_inplace(shape, dtype, vc[0], version)
+                raise modified_inplace(a.shape, a.dtype, vc[0], version)
 
 
 def _check_nan(tape, node, state, buf_off, G64, G32, own):

@@ -260,9 +260,9 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
         try:
             if f & RELEASED and f & HAS_SAVED:
                 raise RuntimeError(RELEASED_MSG)
-            for vc, version, shape, dtype in tape.versions.get(node, ()):
+            for vc, version, a in tape.versions.get(node, ()):
                 if vc[0] != version:
-                    raise modified_inplace(shape, dtype, vc[0], version)
+                    raise modified_inplace(a.shape, a.dtype, vc[0], version)
             nrs = edge_nr[e0:e1]
             needs = tuple(c >= 0 and (needed is None or c in needed) for c in children)
             ctx = obj[node]

@@ -27,6 +27,25 @@ from .registry import Case, attributes_of, defop, formula_of
     ASINH, ACOSH, ATANH, ERF, ERFC, GELU, GELU_TANH, SILU, ELU, LEAKY_RELU, HARDTANH, FINITE, ZERO,
 ) = range(41)  # fmt: skip
 
+# What each formula reads, as torch saves it: the result (tanh, exp, sigmoid, relu, ...), the
+# input (everything else), or nothing (neg, and ZERO for piecewise-constant ops). A node saves
+# that one value, so changing the other in place (under no_grad) does not invalidate the
+# graph, as in torch, and saving costs one value instead of two.
+_RESULT_CODES = frozenset(
+    (TANH, EXP, RELU, SIGMOID, SQRT, EXPM1, RPOW, RECIPROCAL, RSQRT, EXP2, TAN)
+)
+_NOTHING_CODES = frozenset((NEG, ZERO))
+
+
+def _saved_of(code, x, result):
+    """The saved values of a unary node of formula ``code``: (result,), (x,) or ()."""
+    if code in _RESULT_CODES:
+        return (result,)
+    if code in _NOTHING_CODES:
+        return ()
+    return (x,)
+
+
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
@@ -146,7 +165,8 @@ def _d(code, x, result, p0, p1):
 @assigning
 @kernel
 def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
-    # ip = (n, code), fp = (p0, p1); saved (x, result) except for ZERO.
+    # ip = (n, code), fp = (p0, p1); one saved value: the result or x, as the formula reads
+    # (_RESULT_CODES), none for NEG and ZERO.
     # gi[1]: store instead of add (the buffer is fresh, see _jit.assigning)
     # gi[2], gi[3]: part p of P (elements lo:hi of every operand, see _jit.parallel)
     code = ip[1]
@@ -161,8 +181,17 @@ def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad_x[:] = 0
         return
     g = view(G, go[0] + lo, n)
+    if code == NEG:
+        if assign:
+            for i in range(n):
+                grad_x[i] = -g[i]
+        else:
+            for i in range(n):
+                grad_x[i] -= g[i]
+        return
+    # the one saved value is x or result, as the code's formula reads (_saved_of)
     x = saved(V, so, sa, 0, hi)[lo:]
-    result = saved(V, so, sa, 1, hi)[lo:]
+    result = x
     # the commonest formulas get loops of their own, written out: LLVM vectorises them and
     # they read only what they need (the generic loop's per-element switch does neither).
     # Not via _d with a constant code: inlining _d's 41 branches into each loop doubled the
@@ -283,7 +312,13 @@ def _unary_formula(ctx, grad):
     code = ctx.ip[1]
     if code == ZERO:
         return (ctx.constant(np.zeros(ctx.input_shapes[0])),)
-    x, r = ctx.input(0, 0), ctx.output(0, 1)
+    if code == NEG:
+        return (-grad,)
+    # the one saved value (_saved_of): the result or the input
+    if code in _RESULT_CODES:
+        x, r = None, ctx.output(0, 0)
+    else:
+        x, r = ctx.input(0, 0), None
     p0, p1 = ctx.fp
     return (grad * _FORMULAS[code](ctx, x, r, p0, p1),)
 
@@ -302,7 +337,7 @@ def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None
             fx = (lambda chunk: f(chunk, **kwargs)) if kwargs else f
             result = np.asarray(elementwise(fx, x), dtype=x.dtype)
         p = params(**kwargs) if params else (0.0, 0.0)
-        return result, ((x, result) if save else ()), (result.size, code), p
+        return result, (_saved_of(code, x, result) if save else ()), (result.size, code), p
 
     forward.__name__ = name
     if params is not None:
@@ -358,12 +393,12 @@ def _softplus_forward(x, beta=1.0, threshold=20.0):
         z = v * beta
         r = v if z > threshold else math.log1p(math.exp(z)) / beta
         result = np.asarray(r, dtype=x.dtype)
-        return result, (x, result), _SOFTPLUS1, p
+        return result, (x,), _SOFTPLUS1, p
     z = x * x.dtype.type(beta)
     safe = np.minimum(z, x.dtype.type(threshold))
     result = np.where(z > threshold, x, np.log1p(np.exp(safe)) / x.dtype.type(beta))
     result = result.astype(x.dtype, copy=False)
-    return result, (x, result), (result.size, SOFTPLUS), p
+    return result, (x,), (result.size, SOFTPLUS), p
 
 
 _SOFTPLUS1 = (1, SOFTPLUS)
@@ -383,7 +418,7 @@ softplus = defop(
 def _pow_scalar_forward(x, exponent):
     c = float(exponent)
     result = np.power(x, x.dtype.type(c))
-    return result, (x, result), (result.size, POW_SCALAR), (c, 0.0)
+    return result, (x,), (result.size, POW_SCALAR), (c, 0.0)
 
 
 pow_scalar = defop(
@@ -404,7 +439,7 @@ pow_scalar = defop(
 def _rpow_forward(y, base):
     a = float(base)
     result = np.power(y.dtype.type(a), y)
-    return result, (y, result), (result.size, RPOW), (a, 0.0)
+    return result, (result,), (result.size, RPOW), (a, 0.0)
 
 
 rpow = defop(
@@ -468,7 +503,7 @@ def _clamp_forward(x, min=None, max=None):
     result = np.clip(x, x.dtype.type(lo), x.dtype.type(hi))
     if lo > hi:  # torch: every element becomes max
         result = np.full_like(x, hi)
-    return result, (x, result), (result.size, CLAMP), (lo, hi)
+    return result, (x,), (result.size, CLAMP), (lo, hi)
 
 
 clamp = defop(
@@ -524,7 +559,7 @@ def _gelu_forward(x, approximate="none"):
     else:
         result = np.asarray(elementwise(_gelu_tanh, x), dtype=x.dtype)
     code = GELU_TANH if approximate == "tanh" else GELU
-    return result, (x, result), (result.size, code), (0.0, 0.0)
+    return result, (x,), (result.size, code), (0.0, 0.0)
 
 
 gelu = defop(
