@@ -670,15 +670,15 @@ def test_changing_the_input_of_an_op_that_saved_only_its_result_does_not_invalid
     close(run(ng), run(torch))
 
 
-@pytest.mark.parametrize("name", ["tanh", "exp", "log", "sin"])
+@pytest.mark.parametrize("name", ["tanh", "exp", "softmax", "log", "sin"])
 def test_a_saved_result_changed_in_place_raises_instead_of_a_silent_wrong_gradient(name):
-    # the one value the formula reads: the result for tanh/exp (whose in-place change went
-    # unnoticed: only inputs had version entries), the input for log/sin
-    saved_is_result = name in ("tanh", "exp")
+    # the one value the formula reads: the result for tanh/exp/softmax (whose in-place change
+    # went unnoticed: only inputs had version entries), the input for log/sin
+    saved_is_result = name in ("tanh", "exp", "softmax")
     for lib in (ng, torch):
         w = lib.tensor(np.linspace(0.1, 2.0, 64), requires_grad=True)
         x = w * 1.0
-        y = getattr(lib, name)(x)
+        y = lib.softmax(x, 0) if name == "softmax" else getattr(lib, name)(x)
         with lib.no_grad():
             (y if saved_is_result else x).mul_(2.0)
         with pytest.raises(RuntimeError, match="modified by an inplace operation"):
