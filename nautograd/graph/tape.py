@@ -305,7 +305,13 @@ class Tape:
         return getattr(self, name)
 
     def reserve(self, k):
-        """Make room for ``k`` more nodes. Call before computing edges: it may compact."""
+        """Make room for ``k`` more nodes. Call before computing edges: it may compact, or
+        reset a tape that no tensor references any more."""
+        if self.live == 0 and self.n and not self.running:
+            # here, not when the last handle drops: a tensor's __del__ runs wherever the
+            # garbage collector strikes, and a reset halfway through record() (a collection
+            # triggered by its allocations) left the node lists shorter than the node count
+            self.reset()
         if self.n + k < len(self.op):
             # flush as the graph grows (~1 us a node), so backward only converts the last few
             if self.n - self.nflushed >= 256:
@@ -479,9 +485,7 @@ class Tape:
     def drop_handle(self, h):
         self.h2node[h] = -1
         self.free_h.append(h)
-        self.live -= 1
-        if self.live == 0 and self.n:
-            self.reset()
+        self.live -= 1  # (at 0 the next reserve() resets the tape)
 
     # -- reclamation ----------------------------------------------------------------------
 
