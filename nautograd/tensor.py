@@ -93,12 +93,10 @@ class Tensor:
             h = self._h
             if h >= 0:
                 tape = self._tape
-                if tape.live > 1:  # tape.drop_handle(h), inlined: runs once per dying result
-                    tape.h2node[h] = -1
-                    tape.free_h.append(h)
-                    tape.live -= 1
-                else:
-                    tape.drop_handle(h)
+                # tape.drop_handle(h), inlined: runs once per dying result
+                tape.h2node[h] = -1
+                tape.free_h.append(h)
+                tape.live -= 1
             if self._acc_tape is not None:
                 self._acc_tape.drop_handle(self._acc_h)
         except Exception:  # interpreter shutdown

@@ -323,7 +323,7 @@ def _unary_formula(ctx, grad):
     return (grad * _FORMULAS[code](ctx, x, r, p0, p1),)
 
 
-def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None, into=False, **kw):
+def _unary(name, f, code, params=None, low=-2.0, high=2.0, cases=None, into=False, **kw):
     """Declare a unary op: result = f(x, **kwargs); params(**kwargs) -> (p0, p1).
 
     ``into=True``: ``f(x_flat, out_flat)`` is a compiled loop writing the result (see
@@ -337,7 +337,7 @@ def _unary(name, f, code, params=None, low=-2.0, high=2.0, save=True, cases=None
             fx = (lambda chunk: f(chunk, **kwargs)) if kwargs else f
             result = np.asarray(elementwise(fx, x), dtype=x.dtype)
         p = params(**kwargs) if params else (0.0, 0.0)
-        return result, (_saved_of(code, x, result) if save else ()), (result.size, code), p
+        return result, _saved_of(code, x, result), (result.size, code), p
 
     forward.__name__ = name
     if params is not None:
@@ -627,7 +627,7 @@ nan_to_num = _unary(
 )
 
 # piecewise-constant ops: zero gradient, as torch (integer inputs stay integer)
-_STEP = dict(save=False, int_ok=True, low=-3.0, high=3.0)
+_STEP = dict(int_ok=True, low=-3.0, high=3.0)
 sign = _unary("sign", np.sign, ZERO, **_STEP)
 floor = _unary("floor", np.floor, ZERO, **_STEP)
 ceil = _unary("ceil", np.ceil, ZERO, **_STEP)
@@ -639,7 +639,6 @@ round_ = _unary(
     lambda x, decimals=0: np.round(x, decimals),
     ZERO,
     params=lambda decimals=0: (0.0, 0.0),
-    save=False,
     int_ok=True,
     cases=[Case(((3, 4),), low=-3, high=3), Case(((5,),), {"decimals": 2}, low=-3, high=3)],
 )
