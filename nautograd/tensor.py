@@ -614,22 +614,22 @@ def apply(op, *args, **kwargs):
 def _run(op, args, arrays, dt, rg, kwargs):
     """Forward ``op`` on prepared arrays; record a node when grad mode is on and rg."""
     result, saved, ip, fp = op.forward(*arrays, **kwargs)
-    record = rg and op.differentiable and _grad_state.enabled
-    multi = isinstance(result, tuple)
-    if not record:
+    multi = type(result) is tuple
+    if not (rg and _grad_state.enabled and op.differentiable):
         if multi:
             return tuple(_wrap(np.asarray(r)) for r in result)
-        return _wrap(np.asarray(result))
+        return _wrap(result if type(result) is np.ndarray else np.asarray(result))
     tape = current_tape()
-    tape.reserve(len(args) + 1)
-    outs = result if multi else (result,)
-    f32 = outs[0].dtype == float32  # a node computes in (and buffers) its result's dtype
-    enodes, enrs = _edges(tape, args, op.name + "()")
+    k = len(args)
+    # tape.reserve(k + 1), called only when it has work (a reset, growth, a flush every 256
+    # nodes): the call alone cost ~0.3 us an op
+    if not tape.live or tape.n + k + 1 >= len(tape.op) or tape.n - tape.nflushed >= 256:
+        tape.reserve(k + 1)
+    _edges_into(tape, args, op.name, tape._en, tape._ei)
     # what a create_graph formula needs besides the saved values (autograd/higher_order.py):
     # the input shapes (one shape for one input: no tuple to build), kwargs if any, and the
     # output shapes of a multi-output op (a single output's shape is its gradient's). Kept as
     # cheap as that: ~0.3 us an op (DESIGN-NOTES "create_graph")
-    k = len(arrays)
     if k == 1:
         shapes = arrays[0].shape
     elif k == 2:
@@ -637,28 +637,32 @@ def _run(op, args, arrays, dt, rg, kwargs):
     else:
         shapes = tuple([a.shape for a in arrays])
     if multi:
-        node = tape.record(
-            op.opcode, f32, enodes, enrs, [r.size for r in outs], saved, ip, fp, shapes
-        )
+        outs = [np.asarray(r) for r in result]
+        f32 = outs[0].dtype == float32  # a node computes in (and buffers) its result's dtype
+        node = tape.record_node(op.opcode, f32, k, [r.size for r in outs], saved, ip, fp, shapes)
         tape.out_shapes[node] = tuple([r.shape for r in outs])
         if kwargs:
             tape.kwargs[node] = kwargs
         wrapped = []
-        for k, r in enumerate(outs):
-            t = _wrap(np.asarray(r), True)
+        for j, r in enumerate(outs):
+            t = _wrap(r, True)
             t._tape = tape
             t._h = tape.new_handle(node)
-            t._out = k
+            t._out = j
             wrapped.append(t)
         keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
         if keep is not None:
             _note_versions(tape, node, args, keep, wrapped)
         return tuple(wrapped)
-    node = tape.record(op.opcode, f32, enodes, enrs, [result.size], saved, ip, fp, shapes)
+    if type(result) is not np.ndarray:
+        result = np.asarray(result)
+    node = tape.record_node(
+        op.opcode, result.dtype == float32, k, [result.size], saved, ip, fp, shapes
+    )
     if kwargs:
         tape.kwargs[node] = kwargs
     t = _new(Tensor)
-    t._data = result if type(result) is np.ndarray else np.asarray(result)
+    t._data = result
     t._rg = True
     t._tape = tape
     t._out = 0
@@ -676,27 +680,40 @@ def _run(op, args, arrays, dt, rg, kwargs):
     return t
 
 
-def _edges(tape, args, name):
-    """The next edges of a node recorded on ``tape`` with inputs ``args``: (node ids, input
-    numbers), node -1 for an input that does not require grad (or is not a tensor); a leaf
-    gets its AccumulateGrad node. ``name`` is the op's name for the error."""
-    enodes = []
-    enrs = []
+def _edges_into(tape, args, name, enodes, enrs):
+    """Append the next edges of a node recorded on ``tape`` with inputs ``args`` to the lists
+    ``enodes`` (node ids) and ``enrs`` (input numbers): node -1 for an input that does not
+    require grad (or is not a tensor); a leaf gets its AccumulateGrad node. ``name``: the
+    op's name for the error. (Appending to the tape's pending lists directly saves two
+    lists an op; on an error the lists are restored.)"""
+    start = len(enodes)
     for x in args:
         if not isinstance(x, Tensor) or not x._rg:
             enodes.append(-1)
             enrs.append(0)
         elif x._h >= 0:
             if x._tape is not tape:
+                del enodes[start:], enrs[start:]
                 raise RuntimeError(
                     f"{name}: an input was recorded on another thread's tape; graphs cannot "
                     "span threads"
                 )
             enodes.append(tape.h2node[x._h])
             enrs.append(x._out)
+        elif x._acc_tape is tape:  # the leaf's AccumulateGrad node (_accumulator's hit)
+            enodes.append(tape.h2node[x._acc_h])
+            enrs.append(0)
         else:
             enodes.append(_accumulator(tape, x))
             enrs.append(0)
+
+
+def _edges(tape, args, name):
+    """(node ids, input numbers) of the next edges of a node with inputs ``args``: see
+    ``_edges_into``."""
+    enodes = []
+    enrs = []
+    _edges_into(tape, args, name, enodes, enrs)
     return enodes, enrs
 
 
@@ -801,6 +818,21 @@ def _frontend(op):
     return f
 
 
+def _dunder(op, name, f):
+    """The Tensor method ``name`` (an operator) of ``op``: ``apply`` called directly when the
+    op takes its operands only (the frontend's argument handling cost ~0.3 us an operator)."""
+    reflected = name.startswith("__r") and name != "__rshift__"
+    if op.api is not None or op.nin < 1:
+        if reflected:
+            return lambda self, other: f(other, self)
+        return f
+    if op.nin == 1:
+        return lambda self: apply(op, self)
+    if reflected:
+        return lambda self, other: apply(op, other, self)
+    return lambda self, other: apply(op, self, other)
+
+
 def _bind():
     for op in OPS + COMPOSITES:
         f = _frontend(op)
@@ -813,14 +845,9 @@ def _bind():
         for name in op.methods:
             setattr(Tensor, name, f)
         for name in op.dunders:
-            if name.startswith("__r") and name not in ("__rshift__",):
-
-                def reflected(self, other, f=f):
-                    return f(other, self)
-
-                setattr(Tensor, name, reflected)
-            else:
-                setattr(Tensor, name, f)
+            method = _dunder(op, name, f)
+            method.__name__ = method.__qualname__ = name
+            setattr(Tensor, name, method)
 
 
 _bind()

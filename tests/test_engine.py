@@ -550,6 +550,27 @@ def test_two_threads_independent_backward():
     close(results[2], [8.0, 8.0])
 
 
+def test_an_input_recorded_on_another_thread_raises_and_leaves_the_tape_usable():
+    # the edges of a node are appended to the tape's pending lists as they are found; the
+    # error for the second operand must take the first one's edge back out, or the next flush
+    # would pair edges with the wrong nodes
+    box = {}
+
+    def worker():
+        box["y"] = ng.tensor([1.0, 2.0], requires_grad=True) * 3.0
+
+    t = threading.Thread(target=worker)
+    t.start()
+    t.join()
+    x = ng.tensor([0.5, 1.5], requires_grad=True)
+    a = x.exp()
+    with pytest.raises(RuntimeError, match="another thread's tape"):
+        a * box["y"]
+    loss = (a * x).sum()
+    loss.backward()
+    close(x.grad, np.exp([0.5, 1.5]) * np.array([1.5, 2.5]))
+
+
 def _rss_bytes():
     import os
 

@@ -366,21 +366,27 @@ class Tape:
         """Append a node with next edges ``zip(enodes, enrs)`` (node -1: a null edge) and
         ``meta`` (see ``self.meta``). Returns the node id. Callers ``reserve()`` first.
         """
+        self._en += enodes
+        self._ei += enrs
+        return self.record_node(opcode, f32, len(enodes), out_numels, saved, ip, fp, meta)
+
+    def record_node(self, opcode, f32, k, out_numels, saved, ip, fp, meta=None):
+        """``record`` for a caller that appended the node's ``k`` next edges to ``_en`` and
+        ``_ei`` itself (tensor.py's recording: no per-op edge lists). Returns the node id."""
         i = self.n
+        if i + 1 >= len(self.op):  # compaction here would renumber the edges' nodes
+            raise RuntimeError("internal error: tape.record() without reserve()")
         ips = self.ip_pool.get(ip)
         if ips is None:
             ips = self._intern(self.ip_pool, ip, "i")
         fps = self.fp_pool.get(fp)
         if fps is None:
             fps = self._intern(self.fp_pool, fp, "f")
-        self._en += enodes
-        self._ei += enrs
-        self.ne = ne = self.ne + len(enodes)
+        self.ne = ne = self.ne + k
         self._on += out_numels
         self.no = no = self.no + len(out_numels)
-        flags = F32 if f32 else 0
         if saved:
-            flags |= HAS_SAVED
+            flags = (F32 | HAS_SAVED) if f32 else HAS_SAVED
             keep = None
             so, sa = self._so, self._sa
             for a in saved:
@@ -405,19 +411,19 @@ class Tape:
                     so.append(-1)
                     sa.append(address_of(a))
                     keep = (a,) if keep is None else keep + (a,)
-            self.ns += len(saved)
+            self.ns = ns = self.ns + len(saved)
             self.obj.append(keep)
             if keep is not None:
                 self.heavy.append(i)
         else:
+            flags = F32 if f32 else 0
+            ns = self.ns
             self.obj.append(None)
-        self._rows += (opcode, flags, ips, len(ip), fps, len(fp), ne, no, self.ns)
+        self._rows += (opcode, flags, ips, len(ip), fps, len(fp), ne, no, ns)
         self.meta.append(meta)
         if ANOMALY.enabled:
             self.metadata[i] = {"traceback_": forward_stack()}
         self.n = i + 1
-        if i + 1 >= len(self.op):  # compaction here would renumber the edges' nodes
-            raise RuntimeError("internal error: tape.record() without reserve()")
         return i
 
     def flush(self):
@@ -520,12 +526,14 @@ class Tape:
             setattr(self, name, a)
         self.v64, self.v32 = nv64, nv32
         self.n, self.ne, self.no, self.ns, self.n64, self.n32 = (int(c) for c in counts)
-        kept = np.flatnonzero(newid >= 0)
+        # Python ints from here on: indexing a numpy array per kept node cost ~0.1 us a read
+        ids = newid.tolist()
+        kept = np.flatnonzero(newid >= 0).tolist()
         obj = self.obj
         self.obj = [obj[i] for i in kept]
         meta = self.meta
         self.meta = [meta[i] for i in kept]
-        self.heavy = [int(newid[i]) for i in self.heavy if newid[i] >= 0]
+        self.heavy = [ids[i] for i in self.heavy if ids[i] >= 0]
         for name in (
             "retained",
             "hooks",
@@ -535,9 +543,9 @@ class Tape:
             "metadata",
         ):  # node -> ...
             d = getattr(self, name)
-            setattr(self, name, {int(newid[k]): v for k, v in d.items() if newid[k] >= 0})
-        self.functions = [int(newid[i]) for i in self.functions if newid[i] >= 0]
-        ids = newid.tolist()
+            if d:
+                setattr(self, name, {ids[k]: v for k, v in d.items() if ids[k] >= 0})
+        self.functions = [ids[i] for i in self.functions if ids[i] >= 0]
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]
         self._new_pending()
 

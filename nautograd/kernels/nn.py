@@ -5,7 +5,7 @@ import math
 import numba
 import numpy as np
 
-from .._threads import parallel_for
+from .._threads import MIN_SIZE, parallel_for
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
 from ._shapes import outer_inner, wrap_dim
 from ._vmath import LOOP, vexp
@@ -14,11 +14,16 @@ from .registry import Case, defop
 
 
 def _softmax_loop(x, outer, size, inner, log):
-    xf = np.ascontiguousarray(x).reshape(-1)
-    out = np.empty(xf.size, x.dtype)
-    # rows are independent: split them over the intra-op threads when large
-    parallel_for(lambda lo, hi: _softmax_rows(xf, out, lo, hi, size, inner, log), outer, xf.size)
-    return out.reshape(x.shape)
+    xf = (x if x.flags.c_contiguous else np.ascontiguousarray(x)).reshape(-1)
+    result = np.empty(x.shape, x.dtype)
+    out = result.reshape(-1)
+    if xf.size < MIN_SIZE:  # one call: the closure and parallel_for cost ~1.5 us a softmax
+        _softmax_rows(xf, out, 0, outer, size, inner, log)
+    else:  # rows are independent: split them over the intra-op threads
+        parallel_for(
+            lambda lo, hi: _softmax_rows(xf, out, lo, hi, size, inner, log), outer, xf.size
+        )
+    return result
 
 
 @numba.njit(**LOOP)

@@ -322,8 +322,9 @@ def _unbind_forward(x, dim=0):
         raise IndexError("unbind(): Dimension specified as 0 but tensor has no dimensions")
     d = wrap_dim("unbind", dim, x.ndim)
     outer, size, inner = outer_inner(x.shape, d)
+    # views, as torch's (the trailing Ellipsis keeps a 0-dim item a view, not a numpy scalar)
     index = (slice(None),) * d
-    results = tuple(np.asarray(x[index + (i,)]) for i in range(size))  # views, as torch's
+    results = tuple([x[index + (i, Ellipsis)] for i in range(size)])
     return results, (), (outer, size, inner), ()
 
 
