@@ -212,14 +212,15 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
                 ctx._release()
             start, skip_py = node - 1, False
         if not retain and tape.heavy:
-            keep = []
-            for node in tape.heavy:
-                if flags[node] & RELEASED:
-                    tape.obj[node] = None
-                    tape.versions.pop(node, None)
-                else:
-                    keep.append(node)
-            tape.heavy = keep
+            # drop what the released nodes kept (the RELEASED test in numpy: a numpy scalar
+            # read per node cost ~0.2 us, ~2,000 nodes a backward in the RNN benchmark)
+            heavy = np.array(tape.heavy, np.int64)
+            done = (flags[heavy] & RELEASED) != 0
+            obj, versions = tape.obj, tape.versions
+            for node in heavy[done].tolist():
+                obj[node] = None
+                versions.pop(node, None)
+            tape.heavy = heavy[~done].tolist()
     except BaseException:
         tape.release_grad_arenas(owned)
         if anomaly and current >= 0:
@@ -274,10 +275,16 @@ def _own_buffers(tape, leaves, slot, fresh):
 
 def _check_versions(tape, state):
     """PyTorch's saved-variable version check, for values saved by address (E4)."""
-    for node, entries in tape.versions.items():
-        if node >= len(state) or state[node] != 1 or tape.flags[node] & RELEASED:
-            continue
-        for vc, version, a in entries:
+    versions = tape.versions
+    if not versions:
+        return
+    # the nodes that run, chosen in numpy: a numpy scalar read per node cost ~0.2 us (the RNN
+    # benchmark checks ~2,000 nodes a backward)
+    nodes = np.fromiter(versions, np.int64, len(versions))
+    nodes = nodes[nodes < len(state)]
+    nodes = nodes[(state[nodes] == 1) & (tape.flags[nodes] & RELEASED == 0)]
+    for node in nodes.tolist():
+        for vc, version, a in versions[node]:
             if vc[0] != version:
                 if ANOMALY.enabled:
                     warn_failed(tape, node)
