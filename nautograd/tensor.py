@@ -617,8 +617,15 @@ def _run(op, args, arrays, dt, rg, kwargs):
     multi = isinstance(result, tuple)
     if not (rg and _grad_state.enabled and op.differentiable):
         if multi:
-            return tuple(_wrap(np.asarray(r)) for r in result)
-        return _wrap(result if type(result) is np.ndarray else np.asarray(result))
+            outs = tuple([_wrap(np.asarray(r)) for r in result])
+            for t in outs:
+                if t._data.base is not None or t._data is arrays[0]:
+                    _share_version(t, args, arrays)
+            return outs
+        t = _wrap(result if type(result) is np.ndarray else np.asarray(result))
+        if t._data.base is not None or t._data is arrays[0]:
+            _share_version(t, args, arrays)
+        return t
     tape = current_tape()
     k = len(args)
     # tape.reserve(k + 1), called only when it has work (a reset, growth, a flush every 256
@@ -660,6 +667,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
             else:
                 t._h = len(h2node)
                 h2node.append(node)
+            if r.base is not None or r is arrays[0]:
+                _share_version(t, args, arrays)
             wrapped.append(t)
         keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
         if keep is not None:
@@ -685,10 +694,34 @@ def _run(op, args, arrays, dt, rg, kwargs):
     else:
         t._h = len(tape.h2node)
         tape.h2node.append(node)
+    if result.base is not None or result is arrays[0]:
+        _share_version(t, args, arrays)
     keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
     if keep is not None:
         _note_versions(tape, node, args, keep, (t,))
     return t
+
+
+def _owner(a):
+    """The array (or buffer) that owns ``a``'s memory: numpy collapses a view of a view to
+    the first base that owns its data."""
+    base = a.base
+    return a if base is None else base
+
+
+def _share_version(t, args, arrays):
+    """Give the new tensor ``t`` the version counter of the input whose memory it views (or
+    is), as torch's views share their base's: an in-place change through either must reach
+    the saved-value check of every node that saved the other. Callers test the cheap
+    condition first (``t``'s array has a base, or is the first operand itself)."""
+    owner = _owner(t._data)
+    for x, a in zip(args, arrays, strict=False):
+        if isinstance(x, Tensor) and a is not None and _owner(a) is owner:
+            vc = x._vc
+            if vc is None:
+                x._vc = vc = [0]
+            t._vc = vc
+            return
 
 
 def _edges_into(tape, args, name, enodes, enrs):
@@ -752,10 +785,22 @@ def _note_versions(tape, node, args, keep, outs):
         else:
             for x in outs:
                 if x._data is a:
-                    x._vc = vc = [0]  # a new tensor
+                    vc = x._vc  # a new tensor, or a view sharing its input's counter
+                    if vc is None:
+                        x._vc = vc = [0]
                     break
             else:
-                continue  # a copy (made contiguous, or cast): nobody can change it
+                # a view of an input's memory (a reshaped operand) is that input's; anything
+                # else is a copy (made contiguous, or cast) that nobody can change
+                owner = _owner(a)
+                for x in args:
+                    if isinstance(x, Tensor) and _owner(x._data) is owner and a.base is not None:
+                        vc = x._vc
+                        if vc is None:
+                            x._vc = vc = [0]
+                        break
+                else:
+                    continue
         if entries is None:
             entries = [(vc, vc[0], a)]
         else:

@@ -745,6 +745,50 @@ def test_a_saved_result_changed_in_place_raises_instead_of_a_silent_wrong_gradie
             (y * 1.0).sum().backward()
 
 
+_VIEWS = {
+    "reshape": lambda y: y.reshape(4, 5),
+    "view": lambda y: y.view(2, 10),
+    "slice": lambda y: y[2:5],
+    "transpose": lambda y: y.reshape(4, 5).T,
+    "unsqueeze": lambda y: y.unsqueeze(0),
+    "unbind": lambda y: y.reshape(4, 5).unbind(0)[1],
+}
+
+
+@pytest.mark.parametrize("view", list(_VIEWS))
+@pytest.mark.parametrize("changed", ["view", "base"])
+def test_a_view_changed_in_place_is_seen_by_the_nodes_that_saved_its_base(view, changed):
+    # views share their base's version counter, as torch's do: changing y through a view
+    # (or the base under a view a node saved) went into the gradient silently
+    for lib in (ng, torch):
+        x = lib.tensor(np.linspace(0.0, 1.0, 20), requires_grad=True)
+        y = x.exp()  # saves its result, y
+        v = _VIEWS[view](y)
+        loss = (v * v).sum() if changed == "base" else y.sum()  # v * v saves the view
+        with lib.no_grad():
+            (v if changed == "view" else y).mul_(2.0)
+        assert y._version == v._version == 1
+        # (torch words it differently for unbind's outputs: "... modified inplace")
+        with pytest.raises(RuntimeError, match="modified by an inplace operation|modified inplace"):
+            loss.backward()
+
+
+def test_views_made_under_no_grad_share_the_version_counter_and_copies_do_not():
+    x = ng.tensor(np.linspace(0.0, 1.0, 20), requires_grad=True)
+    y = x.exp()
+    with ng.no_grad():
+        v = y[3:9]
+        copy = y * 1.0
+        copy.mul_(2.0)  # a new array: y is untouched
+    y.sum().backward(retain_graph=True)
+    close(x.grad, np.exp(np.linspace(0.0, 1.0, 20)))
+    with ng.no_grad():
+        v.mul_(2.0)
+    assert y._version == 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
 def test_neg_saves_nothing_so_its_graph_can_run_backward_twice():
     # as torch: a graph whose nodes saved nothing may be run twice without retain_graph
     x = ng.tensor([1.0, 2.0], requires_grad=True)
