@@ -68,11 +68,12 @@ class Tensor:
 
     # the fields every op sets are slots; the rarely set ones live in a __dict__ that is only
     # created when one is assigned, and read their class defaults until then
-    __slots__ = ("_data", "_rg", "_tape", "_h", "_out", "__dict__", "__weakref__")
+    # (_vc, the version counter: a one-item list, shared by views and detached aliases; a slot
+    # because views and saved results set it, where a __dict__ cost ~0.3 us to create)
+    __slots__ = ("_data", "_rg", "_tape", "_h", "_out", "_vc", "__dict__", "__weakref__")
     _grad = None
     _acc_tape = None
     _acc_h = -1
-    _vc = None
     _retains = False
     _hooks = None
     __array_priority__ = 1000
@@ -85,6 +86,7 @@ class Tensor:
         self._tape = None
         self._h = -1
         self._out = 0
+        self._vc = None
         if requires_grad:
             self.requires_grad = True
 
@@ -484,6 +486,7 @@ def _wrap(a, requires_grad=False):
     t._tape = None
     t._h = -1
     t._out = 0
+    t._vc = None
     return t
 
 
@@ -618,9 +621,7 @@ def _run(op, args, arrays, dt, rg, kwargs):
     if not (rg and _grad_state.enabled and op.differentiable):
         if multi:
             outs = tuple([_wrap(np.asarray(r)) for r in result])
-            for t in outs:
-                if t._data.base is not None or t._data is arrays[0]:
-                    _share_version(t, args, arrays)
+            _share_versions(outs, args, arrays)
             return outs
         t = _wrap(result if type(result) is np.ndarray else np.asarray(result))
         if t._data.base is not None or t._data is arrays[0]:
@@ -661,15 +662,15 @@ def _run(op, args, arrays, dt, rg, kwargs):
             t._rg = True
             t._tape = tape
             t._out = j
+            t._vc = None
             if free_h:
                 t._h = h = free_h.pop()
                 h2node[h] = node
             else:
                 t._h = len(h2node)
                 h2node.append(node)
-            if r.base is not None or r is arrays[0]:
-                _share_version(t, args, arrays)
             wrapped.append(t)
+        _share_versions(wrapped, args, arrays)
         keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
         if keep is not None:
             _note_versions(tape, node, args, keep, wrapped)
@@ -686,6 +687,7 @@ def _run(op, args, arrays, dt, rg, kwargs):
     t._rg = True
     t._tape = tape
     t._out = 0
+    t._vc = None
     # tape.new_handle(node), inlined: this runs once per recorded op
     tape.live += 1
     if tape.free_h:
@@ -722,6 +724,22 @@ def _share_version(t, args, arrays):
                 x._vc = vc = [0]
             t._vc = vc
             return
+
+
+def _share_versions(outs, args, arrays):
+    """``_share_version`` for the outputs of a multi-output op (unbind's views of one input:
+    the input is looked up once per owner)."""
+    owner = vc = None
+    for t in outs:
+        a = t._data
+        if a.base is None and a is not arrays[0]:
+            continue
+        if vc is not None and _owner(a) is owner:
+            t._vc = vc
+            continue
+        _share_version(t, args, arrays)
+        if t._vc is not None:
+            owner, vc = _owner(a), t._vc
 
 
 def _edges_into(tape, args, name, enodes, enrs):
