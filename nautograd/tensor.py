@@ -625,12 +625,13 @@ def _run(op, args, arrays, dt, rg, kwargs):
             return outs
         t = _wrap(result if type(result) is np.ndarray else np.asarray(result))
         if t._data.base is not None or t._data is arrays[0]:
-            _share_version(t, args, arrays)
+            _share_version(t, args)
         return t
     tape = current_tape()
     k = len(args)
     # tape.reserve(k + 1), called only when it has work (a reset, growth, a flush every 256
-    # nodes): the call alone cost ~0.3 us an op
+    # nodes: reserve()'s own conditions, which this must follow): the call alone cost ~0.3 us
+    # an op
     if not tape.live or tape.n + k + 1 >= len(tape.op) or tape.n - tape.nflushed >= 256:
         tape.reserve(k + 1)
     _edges_into(tape, args, op.name, tape._en, tape._ei)
@@ -697,7 +698,7 @@ def _run(op, args, arrays, dt, rg, kwargs):
         t._h = len(tape.h2node)
         tape.h2node.append(node)
     if result.base is not None or result is arrays[0]:
-        _share_version(t, args, arrays)
+        _share_version(t, args)
     keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
     if keep is not None:
         _note_versions(tape, node, args, keep, (t,))
@@ -711,19 +712,27 @@ def _owner(a):
     return a if base is None else base
 
 
-def _share_version(t, args, arrays):
+def _input_counter(owner, args):
+    """The version counter of the tensor in ``args`` whose memory ``owner`` owns (created on
+    first use), or None. Compared with each tensor's own array, not the op's operand: an
+    operand cast to another dtype is a copy, and a view of it is not the tensor's memory."""
+    for x in args:
+        if isinstance(x, Tensor) and _owner(x._data) is owner:
+            vc = x._vc
+            if vc is None:
+                x._vc = vc = [0]
+            return vc
+    return None
+
+
+def _share_version(t, args):
     """Give the new tensor ``t`` the version counter of the input whose memory it views (or
     is), as torch's views share their base's: an in-place change through either must reach
     the saved-value check of every node that saved the other. Callers test the cheap
     condition first (``t``'s array has a base, or is the first operand itself)."""
-    owner = _owner(t._data)
-    for x, a in zip(args, arrays, strict=False):
-        if isinstance(x, Tensor) and a is not None and _owner(a) is owner:
-            vc = x._vc
-            if vc is None:
-                x._vc = vc = [0]
-            t._vc = vc
-            return
+    vc = _input_counter(_owner(t._data), args)
+    if vc is not None:
+        t._vc = vc
 
 
 def _share_versions(outs, args, arrays):
@@ -734,12 +743,11 @@ def _share_versions(outs, args, arrays):
         a = t._data
         if a.base is None and a is not arrays[0]:
             continue
-        if vc is not None and _owner(a) is owner:
+        if vc is None or _owner(a) is not owner:
+            owner = _owner(a)
+            vc = _input_counter(owner, args)
+        if vc is not None:
             t._vc = vc
-            continue
-        _share_version(t, args, arrays)
-        if t._vc is not None:
-            owner, vc = _owner(a), t._vc
 
 
 def _edges_into(tape, args, name, enodes, enrs):
@@ -810,14 +818,8 @@ def _note_versions(tape, node, args, keep, outs):
             else:
                 # a view of an input's memory (a reshaped operand) is that input's; anything
                 # else is a copy (made contiguous, or cast) that nobody can change
-                owner = _owner(a)
-                for x in args:
-                    if isinstance(x, Tensor) and _owner(x._data) is owner and a.base is not None:
-                        vc = x._vc
-                        if vc is None:
-                            x._vc = vc = [0]
-                        break
-                else:
+                vc = None if a.base is None else _input_counter(a.base, args)
+                if vc is None:
                     continue
         if entries is None:
             entries = [(vc, vc[0], a)]
