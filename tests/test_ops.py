@@ -188,3 +188,25 @@ def test_lerp_rejects_addcmuls_value_argument():
     with pytest.raises(TypeError, match="value"):
         ng.lerp(x, end, 0.25, value=2.0)
     np.testing.assert_allclose(ng.addcmul(x, end, end, value=2.0).numpy(), 2.0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [3, 1024])
+def test_bias_row_gradients_match_torch(dtype, rows, rng):
+    # x + b and x - alpha * b with b of shape (128,): the bias-row loop of add/sub's backward,
+    # storing into b's fresh buffer, then adding to it; 1024 rows are above the size from
+    # which the backward runs in parts (each part sums the rows of its own columns)
+    arrays = [rng.standard_normal(s).astype(dtype) for s in ((rows, 128), (128,))]
+    cot = rng.standard_normal((rows, 128)).astype(dtype)
+
+    def grads(lib, tensor):
+        x, b = (tensor(a, requires_grad=True) for a in arrays)
+        out = (x + b) * 0.5 + lib.sub(x, b, alpha=2.0)
+        return [g.detach().numpy() for g in lib.autograd.grad(out, (x, b), tensor(cot))]
+
+    ours = grads(ng, ng.tensor)
+    ref = grads(torch, torch.tensor)
+    tol = 1e-4 if dtype == np.float32 else 1e-12
+    for a, b in zip(ours, ref, strict=True):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol * rows)

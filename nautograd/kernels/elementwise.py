@@ -281,9 +281,20 @@ def _linear2(G, go, gi, ip, ax, ay):
             a0, a1, b0, b1 = _bias_share(gi, d0, d1, s0)
             if fresh:
                 _zero_share(grad, a0, a1, b0, b1, s0, s1)
-            for r in range(a0, a1):
-                for c in range(b0, b1):
-                    grad[r * s0 + c * s1] += a * g[r * d1 + c]
+            if s0 == 0 and s1 == 1:
+                # a bias row (x + b, b of shape (d1,)): grad[c] += a * sum_r g[r, c], each
+                # row a slice indexed from 0 so that the loop vectorises (the strided form
+                # kept numba's negative-index branch: a (128, 256) float32 bias gradient took
+                # 42 us, 7.7 us this way)
+                gb = grad[b0:b1]
+                for r in range(a0, a1):
+                    row = g[r * d1 + b0 : r * d1 + b1]
+                    for c in range(b1 - b0):
+                        gb[c] += a * row[c]
+            else:
+                for r in range(a0, a1):
+                    for c in range(b0, b1):
+                        grad[r * s0 + c * s1] += a * g[r * d1 + c]
         elif gi[4] != 0:
             continue  # a reduction over every element: part 0's
         elif m == 1:
