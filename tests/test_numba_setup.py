@@ -7,6 +7,7 @@ import sys
 
 import numba
 import numpy as np
+import pytest
 
 from nautograd import _numba_setup
 
@@ -77,3 +78,62 @@ def test_nautograd_imported_after_scipy_linalg_leaves_it_alone():
         "for f in sys.meta_path))"
     )
     assert _run(code) == "False 0"
+
+
+def test_products_use_the_openblas_numpy_bundles():
+    # one BLAS thread pool for forward and backward products (kernels/_jit.py): numpy's when
+    # its wheel bundles an OpenBLAS, scipy's (through Numba) otherwise
+    from nautograd.kernels import _jit
+
+    assert _jit.GEMM_LIBRARY == ("numpy" if _jit._numpy_cblas() else "scipy")
+
+
+_MATMUL_CHILD = """
+import json, sys
+import numpy as np
+import nautograd as ng
+from nautograd.kernels import _jit
+
+rng = np.random.default_rng(0)
+out = {"library": _jit.GEMM_LIBRARY}
+cases = [((64, 300), (300, 40)), ((300, 64), (300, 40)), ((2, 3, 5), (5, 4)), ((7,), (7, 3))]
+for dt in ("float32", "float64"):
+    for i, (xs, ys) in enumerate(cases):
+        x = ng.tensor(rng.standard_normal(xs).astype(dt), requires_grad=True)
+        y = ng.tensor(rng.standard_normal(ys).astype(dt), requires_grad=True)
+        if i == 1:
+            result = x.T @ y  # a transposed (non-contiguous) operand
+        else:
+            result = x @ y
+        cot = rng.standard_normal(result.shape).astype(dt)
+        gx, gy = ng.autograd.grad(result, (x, y), ng.tensor(cot))
+        out[f"{dt}{i}"] = [a.tolist() for a in (x, y, cot, result, gx, gy)]
+json.dump(out, sys.stdout)
+"""
+
+
+@pytest.mark.parametrize("blas", ["numpy", "scipy"])
+def test_matmul_matches_torch_through_either_blas(blas):
+    # NAUTOGRAD_BLAS=scipy binds the kernels' gemm to the shims over scipy's BLAS (what a
+    # numpy without its own OpenBLAS gets); the cached kernels find either by name
+    import json
+
+    import torch
+
+    env = dict(os.environ, NAUTOGRAD_BLAS=blas)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MATMUL_CHILD], capture_output=True, text=True, env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    from nautograd.kernels import _jit
+
+    assert out.pop("library") == ("scipy" if blas == "scipy" else _jit.GEMM_LIBRARY)
+    for key, (x, y, cot, result, gx, gy) in out.items():
+        dt = torch.float32 if key.startswith("float32") else torch.float64
+        tx, ty = (torch.tensor(a, dtype=dt, requires_grad=True) for a in (x, y))
+        ref = (tx.T if key.endswith("1") else tx) @ ty
+        ref_gx, ref_gy = torch.autograd.grad(ref, (tx, ty), torch.tensor(cot, dtype=dt))
+        rtol, atol = (1e-4, 1e-3) if dt == torch.float32 else (1e-12, 1e-10)
+        for a, b in ((result, ref), (gx, ref_gx), (gy, ref_gy)):
+            np.testing.assert_allclose(np.array(a), b.detach().numpy(), rtol=rtol, atol=atol)

@@ -151,14 +151,16 @@ def bcast_offsets(ip, base, nd, k, n):
 _CHAR = ir.IntType(8)
 _VOIDP = ir.IntType(8).as_pointer()
 _INTP = ir.IntType(64)
+_I32 = ir.IntType(32)
 
 
 @intrinsic
 def _xxgemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     """Column-major BLAS ``c = alpha * op(a) @ op(b) + beta * c`` through ``numba_xxgemm``,
-    the entry point of Numba's helper library that its own ``np.dot`` calls (so a cached
-    library finds it by name, and it reaches scipy's BLAS as np.dot does)."""
-    dtype = c.dtype
+    the entry point of Numba's helper library that its own ``np.dot`` calls (it reaches
+    scipy's BLAS as np.dot does). ``a``, ``b``, ``c``: arrays, or raw pointers with the
+    element type given by ``alpha``'s."""
+    dtype = c.dtype if isinstance(c, types.Array) else alpha
     kind = ord("s") if dtype == types.float32 else ord("d")
     sig = types.int32(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 
@@ -178,6 +180,8 @@ def _xxgemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
             return builder.trunc(integer(i), _CHAR)
 
         def data(i):
+            if not isinstance(tys[i], types.Array):
+                return builder.bitcast(args[i], _VOIDP)
             ary = context.make_array(tys[i])(context, builder, args[i])
             return builder.bitcast(ary.data, _VOIDP)
 
@@ -189,6 +193,122 @@ def _xxgemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
         call_args += [integer(2), integer(3), integer(4), slot(5), data(6), integer(7)]
         call_args += [data(8), integer(9), slot(10), data(11), integer(12)]
         return builder.call(fn, call_args)
+
+    return sig, codegen
+
+
+# The kernels' products call CBLAS gemm through two symbols of our own, bound when this
+# module loads (so that cached kernels find them by name, as Numba's own helpers): to the
+# OpenBLAS numpy's wheels bundle when there is one, where numpy's forward products run too:
+# one thread pool for forward and backward, and OpenBLAS 0.3.31 there against scipy's 0.3.30
+# (128x784x256 float32, one thread: 566 against 654 us). Otherwise (numpy built against
+# another BLAS, or NAUTOGRAD_BLAS=scipy) to shims that call scipy's BLAS through Numba's
+# helper library, and big forward products run there too (kernels/linalg.py).
+_GEMM_SYMBOLS = {"s": "nautograd_cblas_sgemm", "d": "nautograd_cblas_dgemm"}
+_COL_MAJOR, _NO_TRANS, _TRANS = 102, 111, 112
+
+
+def _numpy_cblas():
+    """{"s": address, "d": address} of ``cblas_[sd]gemm`` in numpy's bundled OpenBLAS
+    (ILP64: 64-bit sizes; the symbols carry a ``scipy_`` prefix and a ``64_`` suffix), or
+    None."""
+    import ctypes
+    import glob
+    import os
+
+    here = os.path.dirname(np.__file__)
+    found = glob.glob(os.path.join(os.path.dirname(here), "numpy.libs", "*openblas64*"))
+    found += glob.glob(os.path.join(here, ".dylibs", "*openblas64*"))
+    for path in sorted(found):
+        try:
+            lib = ctypes.CDLL(path)  # the copy numpy loaded: dlopen returns its handle
+            return {
+                k: ctypes.cast(getattr(lib, f"scipy_cblas_{k}gemm64_"), ctypes.c_void_p).value
+                for k in "sd"
+            }
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def _scipy_cblas():
+    """The fallback: CBLAS-shaped entry points (column-major only, which ``gemm`` passes)
+    that call scipy's BLAS through Numba's helper library. Compiled at load (~1 s), so only
+    when numpy's OpenBLAS is not there."""
+
+    def make(dt):
+        sig = types.void(
+            types.int32, types.int32, types.int32, types.int64, types.int64, types.int64,
+            dt, types.voidptr, types.int64, types.voidptr, types.int64, dt, types.voidptr,
+            types.int64,
+        )  # fmt: skip
+
+        def cblas_gemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+            # CblasTrans is "t", CblasNoTrans "n"
+            tra = 116 if ta == _TRANS else 110
+            trb = 116 if tb == _TRANS else 110
+            _xxgemm(tra, trb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
+        return numba.cfunc(sig, nopython=True)(cblas_gemm).address
+
+    return {"s": make(types.float32), "d": make(types.float64)}
+
+
+def _bind_gemm():
+    import os
+
+    from llvmlite import binding
+
+    choice = os.environ.get("NAUTOGRAD_BLAS", "numpy").lower()
+    addresses = _numpy_cblas() if choice != "scipy" else None
+    library = "numpy" if addresses else "scipy"
+    if addresses is None:
+        addresses = _scipy_cblas()
+    for k, name in _GEMM_SYMBOLS.items():
+        binding.add_symbol(name, addresses[k])
+    return library
+
+
+# "numpy" or "scipy": whose OpenBLAS the kernels' products (and big forward products) use
+GEMM_LIBRARY = _bind_gemm()
+
+
+@intrinsic
+def _cblas_gemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """Column-major ``c = alpha * op(a) @ op(b) + beta * c`` (CBLAS, 64-bit sizes) through
+    the symbol bound above for ``c``'s dtype."""
+    dtype = c.dtype
+    fl = ir.FloatType() if dtype == types.float32 else ir.DoubleType()
+    name = _GEMM_SYMBOLS["s" if dtype == types.float32 else "d"]
+    sig = types.void(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(
+            ir.VoidType(),
+            [_I32, _I32, _I32, _INTP, _INTP, _INTP, fl, _VOIDP, _INTP]
+            + [_VOIDP, _INTP, fl, _VOIDP, _INTP],
+        )
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        tys = signature.args
+
+        def integer(i):
+            return context.cast(builder, args[i], tys[i], types.int64)
+
+        def enum(i):
+            return builder.trunc(integer(i), _I32)
+
+        def data(i):
+            ary = context.make_array(tys[i])(context, builder, args[i])
+            return builder.bitcast(ary.data, _VOIDP)
+
+        def scalar(i):
+            return context.cast(builder, args[i], tys[i], dtype)
+
+        call_args = [ir.Constant(_I32, _COL_MAJOR), enum(0), enum(1)]
+        call_args += [integer(2), integer(3), integer(4), scalar(5), data(6), integer(7)]
+        call_args += [data(8), integer(9), scalar(10), data(11), integer(12)]
+        builder.call(fn, call_args)
+        return context.get_dummy_value()
 
     return sig, codegen
 
@@ -205,7 +325,7 @@ def gemm(c, x, y, trans_x, trans_y, beta):
     k = x.shape[0] if trans_x else x.shape[1]
     if m == 0 or n == 0:
         return
-    # ord("t"), ord("n"); leading dimensions are the row lengths (BLAS wants them >= 1)
-    ty = 116 if trans_y else 110
-    tx = 116 if trans_x else 110
-    _xxgemm(ty, tx, n, m, k, 1.0, y, max(1, y.shape[1]), x, max(1, x.shape[1]), beta, c, n)
+    # leading dimensions are the row lengths (BLAS wants them >= 1)
+    ty = _TRANS if trans_y else _NO_TRANS
+    tx = _TRANS if trans_x else _NO_TRANS
+    _cblas_gemm(ty, tx, n, m, k, 1.0, y, max(1, y.shape[1]), x, max(1, x.shape[1]), beta, c, n)

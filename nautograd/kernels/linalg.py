@@ -12,7 +12,7 @@ import string
 import numba
 import numpy as np
 
-from ._jit import assigning, bcast_offsets, gemm, kernel, saved, view
+from ._jit import GEMM_LIBRARY, assigning, bcast_offsets, gemm, kernel, saved, view
 from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
 from .index import expand as _expand
@@ -61,16 +61,17 @@ def _dot(x, y):
     return np.dot(x, y)
 
 
-# numpy and scipy each ship an OpenBLAS with its own spinning thread pool; the backward's
-# products run on scipy's (through Numba), so large forward products do too: mixing the two
-# pools made a 128x784x256 float32 product take 3.4 ms instead of 0.44 ms on 2 cores.
-_BLAS_FLOPS = 1 << 16
+# numpy and scipy each ship an OpenBLAS with its own spinning thread pool, and mixing the two
+# made a 128x784x256 float32 product take 3.4 ms instead of 0.44 ms on 2 cores. The backward's
+# products run on numpy's when numpy bundles one (_jit.GEMM_LIBRARY), and then numpy's
+# products are the forward's; with scipy's, large forward products go there too.
+_BLAS_FLOPS = 1 << 16 if GEMM_LIBRARY == "scipy" else None
 
 
 def _matmul_forward(x, y, op="matmul"):
     batch, m, k, n, bx, by = _mm_dims(op, x.shape, y.shape)
     if not batch:
-        if m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2:
+        if _BLAS_FLOPS and m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2:
             result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
         else:
             result = np.matmul(x, y)
