@@ -188,9 +188,9 @@ def _compact(n, roots, cols, v64, v32, new_cols, nv64, nv32):
     return newid, counts
 
 
-_NODE_COLS = ("op", "flags", "ip_start", "ip_len", "fp_start", "fp_len")
-_PTR_COLS = ("edge_ptr", "out_ptr", "saved_ptr")
-# a pending node's row (see Tape.record); *_ptr columns hold the node's end pointer
+# a pending node's row (see Tape.record); *_ptr columns hold the node's end pointer. The node
+# columns are the rows of one table (Tape._nodes) so that a flush writes them in one
+# assignment: ten slice assignments cost ~10 us a flush, and a backward flushes once
 _ROW = (
     "op",
     "flags",
@@ -202,6 +202,15 @@ _ROW = (
     "out_ptr",
     "saved_ptr",
 )
+
+
+def _node_columns(table):
+    """name -> column of the node table (see ``Tape._set_nodes``)."""
+    return {
+        name: table[j] if name.endswith("_ptr") else table[j, 1:] for j, name in enumerate(_ROW)
+    }
+
+
 _COLS = (
     "op",
     "flags",
@@ -225,10 +234,7 @@ class Tape:
 
     def __init__(self, nodes=1024):
         i8 = np.int64
-        for name in _NODE_COLS:
-            setattr(self, name, np.zeros(nodes, i8))
-        for name in _PTR_COLS:
-            setattr(self, name, np.zeros(nodes + 1, i8))
+        self._set_nodes(np.zeros((len(_ROW), nodes + 1), i8))
         self.edge_node = np.zeros(nodes * 2, i8)
         self.edge_input_nr = np.zeros(nodes * 2, i8)
         self.out_numel = np.zeros(nodes, i8)
@@ -288,6 +294,15 @@ class Tape:
         if owned:
             self._arenas_busy = False
 
+    def _set_nodes(self, table):
+        """Make ``table`` (one row per ``_ROW`` name, capacity + 1 columns) the node columns:
+        a ``*_ptr`` column is its whole row (ptr[i + 1] is node i's end), any other column
+        the row from 1 on (col[i] is node i's), so node i's values sit in table column i + 1
+        and a flush of nodes n0..n1 writes ``table[:, n0 + 1 : n1 + 1]``."""
+        self._nodes = table
+        for name, column in _node_columns(table).items():
+            setattr(self, name, column)
+
     def columns(self):
         self.flush()
         return tuple(getattr(self, name) for name in _COLS)
@@ -325,10 +340,10 @@ class Tape:
             if self.n + k < len(self.op) * 3 // 4:
                 return
         need = max(len(self.op) * 2, self.n + k + 1)
-        for name in _NODE_COLS:
-            self._grow(name, need)
-        for name in _PTR_COLS:
-            self._grow(name, need + 1)
+        old = self._nodes
+        table = np.zeros((len(_ROW), need + 1), np.int64)
+        table[:, : old.shape[1]] = old
+        self._set_nodes(table)
 
     def _intern(self, pool, values, kind):
         start = pool.get(values)
@@ -432,11 +447,7 @@ class Tape:
         if n0 == n1:
             return
         rows = np.array(self._rows, dtype=np.int64).reshape(n1 - n0, len(_ROW))
-        for j, name in enumerate(_ROW):
-            if name.endswith("_ptr"):
-                getattr(self, name)[n0 + 1 : n1 + 1] = rows[:, j]
-            else:
-                getattr(self, name)[n0:n1] = rows[:, j]
+        self._nodes[:, n0 + 1 : n1 + 1] = rows.T
         e0, o0, s0, a0, b0 = self.flushed
         for (name, name2), lo, hi, items, items2 in (
             (("edge_node", "edge_input_nr"), e0, self.ne, self._en, self._ei),
@@ -519,11 +530,17 @@ class Tape:
         """Sweep nodes no live tensor can reach; renumber the rest in order (compiled)."""
         old = self.columns()
         roots = np.array([x for x in self.h2node if x >= 0], np.int64)
-        new = tuple(np.zeros_like(a) for a in old)
+        table = np.zeros_like(self._nodes)
+        columns = _node_columns(table)
+        new = tuple(
+            columns[name] if name in columns else np.zeros_like(a)
+            for name, a in zip(_COLS, old, strict=True)
+        )
         nv64, nv32 = np.zeros_like(self.v64), np.zeros_like(self.v32)
         newid, counts = _compact(self.n, roots, old, self.v64, self.v32, new, nv64, nv32)
         for name, a in zip(_COLS, new, strict=True):
             setattr(self, name, a)
+        self._nodes = table
         self.v64, self.v32 = nv64, nv32
         self.n, self.ne, self.no, self.ns, self.n64, self.n32 = (int(c) for c in counts)
         # Python ints from here on: indexing a numpy array per kept node cost ~0.1 us a read
