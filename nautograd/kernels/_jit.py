@@ -1,8 +1,12 @@
 """Shared compiled helpers for kernels: jit options, saved-value access, broadcast indexing."""
 
+import ctypes
+import glob
+import os
+
 import numba
 import numpy as np
-from llvmlite import ir
+from llvmlite import binding, ir
 from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
@@ -154,6 +158,28 @@ _INTP = ir.IntType(64)
 _I32 = ir.IntType(32)
 
 
+class _CallArgs:
+    """An intrinsic's arguments as LLVM values for a C call."""
+
+    def __init__(self, context, builder, signature, args):
+        self.context, self.builder = context, builder
+        self.tys, self.args = signature.args, args
+
+    def cast(self, i, ty):
+        return self.context.cast(self.builder, self.args[i], self.tys[i], ty)
+
+    def integer(self, i, ir_type=_INTP):
+        value = self.cast(i, types.int64)
+        return value if ir_type is _INTP else self.builder.trunc(value, ir_type)
+
+    def data(self, i):
+        """An array's data pointer (or a raw pointer as it is) as ``void *``."""
+        if not isinstance(self.tys[i], types.Array):
+            return self.builder.bitcast(self.args[i], _VOIDP)
+        ary = self.context.make_array(self.tys[i])(self.context, self.builder, self.args[i])
+        return self.builder.bitcast(ary.data, _VOIDP)
+
+
 @intrinsic
 def _xxgemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     """Column-major BLAS ``c = alpha * op(a) @ op(b) + beta * c`` through ``numba_xxgemm``,
@@ -171,28 +197,16 @@ def _xxgemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, 
             + [_VOIDP, _INTP, _VOIDP, _VOIDP, _INTP],
         )
         fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
-        tys = signature.args
+        a = _CallArgs(context, builder, signature, args)
 
-        def integer(i):
-            return context.cast(builder, args[i], tys[i], types.intp)
+        def slot(i):  # a scalar passed by pointer
+            value = cgutils.alloca_once_value(builder, a.cast(i, dtype))
+            return builder.bitcast(value, _VOIDP)
 
-        def char(i):
-            return builder.trunc(integer(i), _CHAR)
-
-        def data(i):
-            if not isinstance(tys[i], types.Array):
-                return builder.bitcast(args[i], _VOIDP)
-            ary = context.make_array(tys[i])(context, builder, args[i])
-            return builder.bitcast(ary.data, _VOIDP)
-
-        def slot(i):
-            value = context.cast(builder, args[i], tys[i], dtype)
-            return builder.bitcast(cgutils.alloca_once_value(builder, value), _VOIDP)
-
-        call_args = [ir.Constant(_CHAR, kind), char(0), char(1)]
-        call_args += [integer(2), integer(3), integer(4), slot(5), data(6), integer(7)]
-        call_args += [data(8), integer(9), slot(10), data(11), integer(12)]
-        return builder.call(fn, call_args)
+        call_args = [ir.Constant(_CHAR, kind), a.integer(0, _CHAR), a.integer(1, _CHAR)]
+        call_args += [a.integer(2), a.integer(3), a.integer(4), slot(5), a.data(6)]
+        call_args += [a.integer(7), a.data(8), a.integer(9), slot(10), a.data(11)]
+        return builder.call(fn, call_args + [a.integer(12)])
 
     return sig, codegen
 
@@ -212,10 +226,6 @@ def _numpy_cblas():
     """{"s": address, "d": address} of ``cblas_[sd]gemm`` in numpy's bundled OpenBLAS
     (ILP64: 64-bit sizes; the symbols carry a ``scipy_`` prefix and a ``64_`` suffix), or
     None."""
-    import ctypes
-    import glob
-    import os
-
     here = os.path.dirname(np.__file__)
     found = glob.glob(os.path.join(os.path.dirname(here), "numpy.libs", "*openblas64*"))
     found += glob.glob(os.path.join(here, ".dylibs", "*openblas64*"))
@@ -233,8 +243,8 @@ def _numpy_cblas():
 
 def _scipy_cblas():
     """The fallback: CBLAS-shaped entry points (column-major only, which ``gemm`` passes)
-    that call scipy's BLAS through Numba's helper library. Compiled at load (~1 s), so only
-    when numpy's OpenBLAS is not there."""
+    that call scipy's BLAS through Numba's helper library. Compiled at load (~0.5 s), so
+    only when numpy's OpenBLAS is not there."""
 
     def make(dt):
         sig = types.void(
@@ -255,10 +265,6 @@ def _scipy_cblas():
 
 
 def _bind_gemm():
-    import os
-
-    from llvmlite import binding
-
     choice = os.environ.get("NAUTOGRAD_BLAS", "numpy").lower()
     addresses = _numpy_cblas() if choice != "scipy" else None
     library = "numpy" if addresses else "scipy"
@@ -289,25 +295,11 @@ def _cblas_gemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta,
             + [_VOIDP, _INTP, fl, _VOIDP, _INTP],
         )
         fn = cgutils.get_or_insert_function(builder.module, fnty, name)
-        tys = signature.args
-
-        def integer(i):
-            return context.cast(builder, args[i], tys[i], types.int64)
-
-        def enum(i):
-            return builder.trunc(integer(i), _I32)
-
-        def data(i):
-            ary = context.make_array(tys[i])(context, builder, args[i])
-            return builder.bitcast(ary.data, _VOIDP)
-
-        def scalar(i):
-            return context.cast(builder, args[i], tys[i], dtype)
-
-        call_args = [ir.Constant(_I32, _COL_MAJOR), enum(0), enum(1)]
-        call_args += [integer(2), integer(3), integer(4), scalar(5), data(6), integer(7)]
-        call_args += [data(8), integer(9), scalar(10), data(11), integer(12)]
-        builder.call(fn, call_args)
+        a = _CallArgs(context, builder, signature, args)
+        call_args = [ir.Constant(_I32, _COL_MAJOR), a.integer(0, _I32), a.integer(1, _I32)]
+        call_args += [a.integer(2), a.integer(3), a.integer(4), a.cast(5, dtype), a.data(6)]
+        call_args += [a.integer(7), a.data(8), a.integer(9), a.cast(10, dtype), a.data(11)]
+        builder.call(fn, call_args + [a.integer(12)])
         return context.get_dummy_value()
 
     return sig, codegen
