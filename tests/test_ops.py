@@ -192,16 +192,22 @@ def test_lerp_rejects_addcmuls_value_argument():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("rows", [3, 1024])
-def test_bias_row_gradients_match_torch(dtype, rows, rng):
-    # x + b and x - alpha * b with b of shape (128,): the bias-row loop of add/sub's backward,
-    # storing into b's fresh buffer, then adding to it; 1024 rows are above the size from
-    # which the backward runs in parts (each part sums the rows of its own columns)
+@pytest.mark.parametrize("ops", ["add_sub", "mul_div"])
+def test_bias_row_gradients_match_torch(dtype, rows, ops, rng):
+    # x + b and x - alpha * b (or x * b and x / b) with b of shape (128,): the row loops of
+    # add/sub's and of the binary ops' backward, storing into b's fresh buffer, then adding to
+    # it; 1024 rows are above the size from which the backward runs in parts (each part sums
+    # the rows of its own columns)
     arrays = [rng.standard_normal(s).astype(dtype) for s in ((rows, 128), (128,))]
+    arrays[1] = np.abs(arrays[1]) + dtype(0.5)  # a divisor away from 0
     cot = rng.standard_normal((rows, 128)).astype(dtype)
 
     def grads(lib, tensor):
         x, b = (tensor(a, requires_grad=True) for a in arrays)
-        out = (x + b) * 0.5 + lib.sub(x, b, alpha=2.0)
+        if ops == "add_sub":
+            out = (x + b) * 0.5 + lib.sub(x, b, alpha=2.0)
+        else:
+            out = (x * b) * 0.5 + x / b
         return [g.detach().numpy() for g in lib.autograd.grad(out, (x, b), tensor(cot))]
 
     ours = grads(ng, ng.tensor)
