@@ -250,8 +250,8 @@ class Tensor:
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradients of this tensor into the leaves' ``.grad`` (see
         ``ng.autograd.backward``)."""
-        from .autograd.engine import backward
-
+        # (the engine, imported on first use: a function-level import costs ~1 us a call)
+        backward = _ENGINE_BACKWARD[0] if _ENGINE_BACKWARD else _engine_backward()
         backward(self, gradient, retain_graph, create_graph, inputs=inputs)
 
     def register_hook(self, hook):
@@ -543,6 +543,16 @@ def _scalar(x, dt):
         a.flags.writeable = False
         _SCALARS[key] = a
     return a
+
+
+_ENGINE_BACKWARD = []
+
+
+def _engine_backward():
+    from .autograd.engine import backward
+
+    _ENGINE_BACKWARD.append(backward)
+    return backward
 
 
 def apply(op, *args, **kwargs):

@@ -711,6 +711,35 @@ def test_saved_tensor_modified_in_place_raises_instead_of_a_silent_wrong_gradien
     close(w.grad, x.numpy())
 
 
+@pytest.mark.parametrize("count", [3, 40])
+def test_version_checks_and_releases_hold_for_few_and_many_saving_nodes(count):
+    # backward's bookkeeping reads up to 16 nodes one by one and more with numpy masks: both
+    # must find the one changed input among the nodes that saved theirs by address, and
+    # release (or, under retain_graph, keep) every node's saved arrays
+    xs = [ng.randn(8, 8) for _ in range(count)]
+    w = ng.randn(8, 8, requires_grad=True)
+
+    def loss():
+        h = w
+        for x in xs:
+            h = h * x  # saves x (and h) by address
+        return h.sum()
+
+    y = loss()
+    with ng.no_grad():
+        xs[count // 2].mul_(2.0)
+    with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+        y.backward()
+    y = loss()
+    y.backward(retain_graph=True)
+    expected = np.prod([x.numpy() for x in xs], axis=0)
+    close(w.grad, expected)
+    y.backward()  # retained: runs again, then releases
+    close(w.grad, 2 * expected)
+    with pytest.raises(RuntimeError, match="Trying to backward through the graph a second time"):
+        y.backward()
+
+
 @pytest.mark.parametrize("name", ["tanh", "exp", "sigmoid", "relu", "sqrt", "neg"])
 def test_changing_the_input_of_an_op_that_saved_only_its_result_does_not_invalidate_backward(
     name,

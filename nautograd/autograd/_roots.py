@@ -11,6 +11,15 @@ def _size(shape):
     return f"torch.Size({list(shape)})"
 
 
+_ONES = {}
+
+
+def _ones(dt):
+    a = _ONES[dt] = np.ones(1, dt)
+    a.flags.writeable = False
+    return a
+
+
 def _make_grads(roots, grads, as_tensors):
     """The root gradients in each root's dtype: flat arrays, or with ``as_tensors`` tensors
     (a tensor the user gave stays as it is, so a gradient that requires grad is
@@ -29,8 +38,10 @@ def _make_grads(roots, grads, as_tensors):
         if g is None:
             if t._data.size != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
-            ones = np.ones(t._data.shape if as_tensors else 1, dt)
-            out.append(_wrap(ones) if as_tensors else ones)
+            if as_tensors:
+                out.append(_wrap(np.ones(t._data.shape, dt)))
+            else:  # only read (copied into the arena): one read-only array per dtype
+                out.append(_ONES[dt] if dt in _ONES else _ones(dt))
             continue
         a = g._data if isinstance(g, Tensor) else np.asarray(g)
         if a.shape != t._data.shape:

@@ -19,6 +19,9 @@ _EMPTY64 = np.zeros(0, np.float64)
 _EMPTY32 = np.zeros(0, np.float32)
 # scratch for the gi of a node handed back to run in parts: nodes of up to 16 inputs
 _PEND = 2 * 16 + 3
+# up to this many nodes, per-backward bookkeeping (version checks, releasing saved arrays)
+# reads the node columns element by element; above it, with numpy masks
+_FEW = 16
 
 
 def _as_tuple(x):
@@ -105,12 +108,16 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
         for (node, k), g in zip(root_edges, root_grads, strict=True):
             o = out_ptr[node] + k
             off = buf_off[o]
+            if off < 0:  # no buffer: the root's node does not run (no target behind it)
+                continue
             G = G32 if flags[node] & F32 else G64
             if alias is not None:
                 fresh[o] = 0
             elif fresh[o]:
                 G[off : off + g.size] = g
                 fresh[o] = 0
+            elif g.size == 1:  # (a scalar root: an element add, not a slice's ufunc call)
+                G[off] += g[0]
             else:
                 G[off : off + g.size] += g
         # (address_of: `ctypes.data` builds a helper object, ~1.4 us each)
@@ -132,7 +139,11 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
         elif not len(G64):
             G64, V64 = _EMPTY32, _EMPTY32
         retain = bool(retain_graph)
-        start = max([e[0] for e in root_edges], default=-1)
+        start = (
+            root_edges[0][0]
+            if len(root_edges) == 1
+            else max([e[0] for e in root_edges], default=-1)
+        )
         skip_py = False
         hooks = tape.hooks
         columns = (
@@ -214,14 +225,25 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             start, skip_py = node - 1, False
         if not retain and tape.heavy:
             # drop what the released nodes kept (the RELEASED test in numpy: a numpy scalar
-            # read per node cost ~0.2 us, ~2,000 nodes a backward in the RNN benchmark)
-            heavy = np.array(tape.heavy, np.int64)
-            done = (flags[heavy] & RELEASED) != 0
+            # read per node cost ~0.2 us, ~2,000 nodes a backward in the RNN benchmark; a few
+            # nodes are read one by one, as the numpy masks' calls cost ~8 us)
             obj, versions = tape.obj, tape.versions
-            for node in heavy[done].tolist():
-                obj[node] = None
-                versions.pop(node, None)
-            tape.heavy = heavy[~done].tolist()
+            if len(tape.heavy) <= _FEW:
+                keep = []
+                for node in tape.heavy:
+                    if flags[node] & RELEASED:
+                        obj[node] = None
+                        versions.pop(node, None)
+                    else:
+                        keep.append(node)
+                tape.heavy = keep
+            else:
+                heavy = np.array(tape.heavy, np.int64)
+                done = (flags[heavy] & RELEASED) != 0
+                for node in heavy[done].tolist():
+                    obj[node] = None
+                    versions.pop(node, None)
+                tape.heavy = heavy[~done].tolist()
     except BaseException:
         tape.release_grad_arenas(owned)
         if anomaly and current >= 0:
@@ -280,11 +302,20 @@ def _check_versions(tape, state):
     if not versions:
         return
     # the nodes that run, chosen in numpy: a numpy scalar read per node cost ~0.2 us (the RNN
-    # benchmark checks ~2,000 nodes a backward)
-    nodes = np.fromiter(versions, np.int64, len(versions))
-    nodes = nodes[nodes < len(state)]
-    nodes = nodes[(state[nodes] == 1) & (tape.flags[nodes] & RELEASED == 0)]
-    for node in nodes.tolist():
+    # benchmark checks ~2,000 nodes a backward); a few are read one by one (the masks' numpy
+    # calls cost ~8 us)
+    if len(versions) <= _FEW:
+        n, flags = len(state), tape.flags
+        nodes = [
+            node
+            for node in versions
+            if node < n and state[node] == 1 and not flags[node] & RELEASED
+        ]
+    else:
+        nodes = np.fromiter(versions, np.int64, len(versions))
+        nodes = nodes[nodes < len(state)]
+        nodes = nodes[(state[nodes] == 1) & (tape.flags[nodes] & RELEASED == 0)].tolist()
+    for node in nodes:
         for vc, version, a in versions[node]:
             if vc[0] != version:
                 if ANOMALY.enabled:
