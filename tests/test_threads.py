@@ -148,3 +148,28 @@ def test_large_sums_over_threads_match_torch(two_threads, rng):
                 ours = getattr(x, f)() if dim is None else getattr(x, f)(dim)
                 ref = getattr(t, f)() if dim is None else getattr(t, f)(dim)
                 np.testing.assert_allclose(ours.numpy(), ref.numpy(), rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "shape", [(128, 10), (300, 16), (7000, 10), (5, 17), (2, 1), (1, 4)], ids=str
+)
+def test_short_and_long_softmax_rows_match_torch(two_threads, shape, dtype):
+    # rows of up to 16 elements take the blocked path (blocks of 256 rows; 7000 x 10 runs in
+    # parts on two threads), longer rows the per-row one; a row of -inf and one holding -inf
+    # and inf keep torch's nan/0 pattern
+    rng = np.random.default_rng(4)
+    x0 = (rng.standard_normal(shape) * 4).astype(dtype)
+    x0[-1, 0] = -np.inf
+    if shape[0] > 2:
+        x0[1, :] = -np.inf
+    g0 = rng.standard_normal(shape).astype(dtype)
+    tol = dict(rtol=1e-5, atol=1e-5) if dtype == np.float32 else dict(rtol=1e-12, atol=1e-12)
+    for name in ("softmax", "log_softmax"):
+        x, xt = ng.tensor(x0, requires_grad=True), torch.tensor(x0, requires_grad=True)
+        y, yt = getattr(x, name)(1), getattr(xt, name)(1)
+        np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), **tol)
+        finite = np.isfinite(x0).all(axis=1)  # (torch's gradients of -inf rows are nan too)
+        y.backward(ng.tensor(g0))
+        yt.backward(torch.tensor(g0))
+        np.testing.assert_allclose(x.grad.numpy()[finite], xt.grad.numpy()[finite], **tol)

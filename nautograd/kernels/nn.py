@@ -33,6 +33,9 @@ def _softmax_rows(xf, out, lo, hi, size, inner, log):
     # Contiguous rows sum their exps in _exp_sum (vectorised; log_softmax does not store
     # them); strided rows store the exps in out, then sum them with four accumulators (a
     # single one is bound by the add's latency)
+    if inner == 1 and size <= _SHORT:
+        _short_rows(xf, out, lo, hi, size, log)
+        return
     for o in range(lo, hi):
         if inner == 1:  # contiguous rows: loops over row slices (from index 0) vectorise
             b = o * size
@@ -66,6 +69,47 @@ def _softmax_rows(xf, out, lo, hi, size, inner, log):
                 r = 1.0 / s
                 for j in range(size):
                     out[base + j * inner] = out[base + j * inner] * r
+
+
+# Contiguous rows of up to this many elements take _short_rows: log_softmax over (128, 10)
+# float32 rows 11.5-16.6 -> 7.0 us; at 24 elements 13.9 -> 11.9; at 32, 15.8 -> 24.2 (slower)
+_SHORT = 16
+_BLOCK = 256  # rows a block of _short_rows (its scratch: _BLOCK * _SHORT float64)
+
+
+@numba.njit(**LOOP)
+def _short_rows(xf, out, lo, hi, size, log):
+    # _softmax_rows for short contiguous rows: a vector loop over 10 elements is mostly its
+    # remainder, so a block of rows stores x - max (float64) in one scratch array, takes the
+    # exps in one flat loop, which vectorises, then sums each row
+    e = np.empty(min(hi - lo, _BLOCK) * size)
+    ms = np.empty(min(hi - lo, _BLOCK))
+    for b0 in range(lo, hi, _BLOCK):
+        rows = min(hi - b0, _BLOCK)
+        for r in range(rows):
+            xr = xf[(b0 + r) * size : (b0 + r + 1) * size]
+            m = _row_max(xr, 0, size, 1)
+            if not np.isfinite(m):
+                m = 0.0
+            ms[r] = m
+            er = e[r * size : (r + 1) * size]
+            for i in range(size):
+                er[i] = np.float64(xr[i]) - m
+        for i in range(rows * size):
+            e[i] = vexp(e[i])
+        for r in range(rows):
+            er = e[r * size : (r + 1) * size]
+            s = _row_sum(er, 0, size, 1)
+            xr = xf[(b0 + r) * size : (b0 + r + 1) * size]
+            orow = out[(b0 + r) * size : (b0 + r + 1) * size]
+            if log:
+                m, ls = ms[r], math.log(s)
+                for i in range(size):
+                    orow[i] = xr[i] - m - ls
+            else:
+                inv = 1.0 / s
+                for i in range(size):
+                    orow[i] = er[i] * inv
 
 
 @numba.njit(**dict(LOOP, fastmath={"reassoc", "contract"}))
