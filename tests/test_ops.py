@@ -180,6 +180,25 @@ def test_noncontiguous_inputs_match_torch(op, i, case, rng):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-9, atol=1e-11)
 
 
+@pytest.mark.parametrize("size", [16, 64, 65, 1000])
+@pytest.mark.parametrize("beta,threshold", [(1.0, 20.0), (2.0, 3.0), (-1.5, 3.0), (0.5, 1.0)])
+def test_softplus_matches_torch_on_both_sides_of_its_compiled_size(size, beta, threshold, rng):
+    # float64 softplus of up to 64 elements runs one compiled loop (max(z, 0) +
+    # log1p(exp(-|z|))), larger ones numpy's calls: values across the threshold and far into
+    # both tails, nan and infinities, forward and a VJP with a random cotangent
+    x0 = rng.standard_normal(size) * 30
+    x0[:4] = [np.nan, np.inf, -np.inf, threshold / beta]
+    cot = rng.standard_normal(size)
+    out = []
+    for lib in (ng, torch):
+        x = lib.tensor(x0, requires_grad=True)
+        y = lib.nn.functional.softplus(x, beta=beta, threshold=threshold)
+        (g,) = lib.autograd.grad(y, x, lib.tensor(cot))
+        out.append((y.detach().numpy(), g.numpy()))
+    for a, b in zip(out[0], out[1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-14, atol=1e-300)
+
+
 def test_lerp_rejects_addcmuls_value_argument():
     # regression: the three-operand ops shared one forward signature, so lerp accepted (and
     # ignored) addcmul's value=

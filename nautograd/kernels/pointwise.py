@@ -394,11 +394,29 @@ def _softplus_forward(x, beta=1.0, threshold=20.0):
         r = v if z > threshold else math.log1p(math.exp(z)) / beta
         result = np.asarray(r, dtype=x.dtype)
         return result, (x,), _SOFTPLUS1, p
+    if x.size <= 64 and x.dtype == np.float64:
+        # one compiled pass: 16 elements 6.1 -> 2.9 us. (Not above: libm's log1p per element
+        # made 1,000 elements 10 % slower than numpy's calls. Not float32: computed in
+        # float32, as torch does, its exp underflows where float64's does not)
+        xc = x if x.flags.c_contiguous else x.copy()  # (reshape(-1) of a view is a copy)
+        result = np.empty(x.shape, x.dtype)
+        _softplus_into(xc.reshape(-1), result.reshape(-1), *p)
+        return result, (x,), (result.size, SOFTPLUS), p
     z = x * x.dtype.type(beta)
     safe = np.minimum(z, x.dtype.type(threshold))
     result = np.where(z > threshold, x, np.log1p(np.exp(safe)) / x.dtype.type(beta))
     result = result.astype(x.dtype, copy=False)
     return result, (x,), (result.size, SOFTPLUS), p
+
+
+@numba.njit(**_vmath.LOOP)
+def _softplus_into(x, out, beta, threshold):
+    # log1p(exp(z)) = max(z, 0) + log1p(exp(-|z|)), whose exp never overflows
+    for i in range(x.size):
+        v = np.float64(x[i])
+        z = v * beta
+        r = (max(z, 0.0) + math.log1p(_vmath.vexp(-abs(z)))) / beta
+        out[i] = v if z > threshold else r
 
 
 _SOFTPLUS1 = (1, SOFTPLUS)
