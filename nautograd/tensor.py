@@ -100,7 +100,7 @@ class Tensor:
                 tape.free_h.append(h)
                 tape.live -= 1
             if self._acc_tape is not None:
-                self._acc_tape.drop_handle(self._acc_h)
+                self._acc_tape.drop_acc_handle(self._acc_h)
         except Exception:  # interpreter shutdown
             pass
 
@@ -125,7 +125,7 @@ class Tensor:
         if value and self._data.dtype not in _GRAD_DTYPES:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if not value and self._acc_tape is not None:
-            self._acc_tape.drop_handle(self._acc_h)
+            self._acc_tape.drop_acc_handle(self._acc_h)
             self._acc_tape, self._acc_h = None, -1
         self._rg = value
 
@@ -642,7 +642,11 @@ def _run(op, args, arrays, dt, rg, kwargs):
     # tape.reserve(k + 1), called only when it has work (a reset, growth, a flush every 256
     # nodes: reserve()'s own conditions, which this must follow): the call alone cost ~0.3 us
     # an op
-    if not tape.live or tape.n + k + 1 >= len(tape.op) or tape.n - tape.nflushed >= 256:
+    if (
+        tape.live == tape.acc_live
+        or tape.n + k + 1 >= len(tape.op)
+        or tape.n - tape.nflushed >= 256
+    ):
         tape.reserve(k + 1)
     _edges_into(tape, args, op.name, tape._en, tape._ei)
     # what a create_graph formula needs besides the saved values (autograd/higher_order.py):
@@ -844,10 +848,10 @@ def _accumulator(tape, leaf):
     if leaf._acc_tape is tape:
         return tape.h2node[leaf._acc_h]
     if leaf._acc_tape is not None:
-        leaf._acc_tape.drop_handle(leaf._acc_h)
+        leaf._acc_tape.drop_acc_handle(leaf._acc_h)
     node = tape.record_accumulate(leaf, leaf._data.dtype == float32, leaf._data.size)
     leaf._acc_tape = tape
-    leaf._acc_h = tape.new_handle(node)
+    leaf._acc_h = tape.new_acc_handle(node)
     return node
 
 

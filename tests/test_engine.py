@@ -1029,3 +1029,125 @@ def test_grad_with_batched_cotangents_as_torch():
         return out
 
     assert run(ng) == run(torch)
+
+
+def _on_a_new_thread(body):
+    """Run ``body()`` on a thread of its own (a tape whose handles the test controls);
+    returns its result or raises its exception."""
+    out = {}
+
+    def run():
+        try:
+            out["result"] = body()
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
+def test_a_training_loop_whose_parameters_outlive_each_step_restarts_the_tape_instead_of_sweeping_it(
+    monkeypatch,
+):
+    # the parameters' AccumulateGrad handles stayed live from step to step, so the tape never
+    # reset and was swept (compact) each time it filled; now the first op of a step finds only
+    # leaves' handles live and starts the tape again with just their AccumulateGrad nodes
+    from nautograd.graph import tape as tape_module
+
+    sweeps = []
+    compact = tape_module.Tape.compact
+    monkeypatch.setattr(
+        tape_module.Tape, "compact", lambda self: sweeps.append(self.n) or compact(self)
+    )
+    W0 = np.random.default_rng(0).standard_normal((4, 4)) / 2
+    xs = np.random.default_rng(1).standard_normal((300, 4))
+
+    def body(lib):
+        w = lib.tensor(W0.copy(), requires_grad=True)
+        b = lib.zeros(4, dtype=lib.float64, requires_grad=True)
+        sizes, grads = [], []
+        for _ in range(40):
+            h = lib.zeros(4, dtype=lib.float64)
+            for x in xs:  # 1,200 nodes a step: a tape of 1,024 fills in each
+                h = lib.tanh(w @ h + lib.tensor(x) + b)
+            if lib is ng:
+                sizes.append(tape_module.current_tape().n)
+            (h * h).sum().backward()
+            grads.append((w.grad.numpy().copy(), b.grad.numpy().copy()))
+            with lib.no_grad():
+                w -= 0.1 * w.grad
+                b -= 0.1 * b.grad
+            w.grad = None
+            b.grad = None
+        return sizes, grads
+
+    sizes, grads = _on_a_new_thread(lambda: body(ng))
+    _, expected = body(torch)
+    assert sweeps == []
+    # each step's graph is its 1,200 nodes and the two AccumulateGrad nodes
+    assert sizes == [2 + 4 * len(xs)] * 40
+    for (gw, gb), (ew, eb) in zip(grads, expected, strict=True):
+        np.testing.assert_allclose(gw, ew, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(gb, eb, rtol=1e-10, atol=1e-12)
+
+
+def test_a_restarted_tape_keeps_leaf_hooks_accumulation_and_held_grad_fns():
+    from nautograd.graph.tape import current_tape
+
+    def body():
+        tape = current_tape()
+        w = ng.tensor([1.0, 2.0], requires_grad=True)
+        seen = []
+        w.register_hook(lambda g: seen.append(g.tolist()))
+        (w * w).sum().backward()  # w.grad = 2w
+        # only w's handle is live: the next op restarts the tape with w's AccumulateGrad node
+        y = (w * 3.0).sum()
+        assert (tape.n, tape.acc_live) == (3, 1)  # w's node, mul, sum
+        y.backward()  # accumulates: 2w + 3
+        del y
+        # a held grad_fn keeps its graph: no restart while it lives
+        fn = (w * w).sum().grad_fn
+        z = (w + 1.0).sum()
+        assert tape.n == 5
+        acc = fn.next_functions[0][0].next_functions[0][0]
+        del fn
+        z.backward()  # + 1
+        # the AccumulateGrad node held through a Node keeps its leaf after a restart
+        del z
+        (w * 0.0).sum().backward()
+        assert acc.variable is w
+        return w.grad.tolist(), seen
+
+    grad, seen = _on_a_new_thread(body)
+    assert grad == [2.0 + 3.0 + 1.0, 4.0 + 3.0 + 1.0]
+    assert seen == [[2.0, 4.0], [3.0, 3.0], [1.0, 1.0], [0.0, 0.0]]
+
+
+def test_leaves_that_die_or_stop_requiring_grad_release_their_accumulator_handles():
+    from nautograd.graph.tape import current_tape
+
+    def body():
+        tape = current_tape()
+        a = ng.tensor([1.0], requires_grad=True)
+        b = ng.tensor([2.0], requires_grad=True)
+        c = ng.tensor([3.0], requires_grad=True)
+        (a * b * c).sum().backward()
+        counts = [(tape.live, tape.acc_live)]
+        del a
+        gc.collect()
+        b.requires_grad_(False)
+        counts.append((tape.live, tape.acc_live))
+        (c * 2.0).sum().backward()  # restarted with c's node only (then mul, sum)
+        counts.append((tape.n, tape.acc_live, c.grad.tolist()))
+        del c
+        gc.collect()
+        # no live handle: a plain reset, then the new leaf's node and exp (both dead after)
+        ng.tensor([1.0], requires_grad=True).exp()
+        counts.append((tape.n, tape.live, tape.acc_live))
+        return counts
+
+    assert _on_a_new_thread(body) == [(3, 3), (1, 1), (3, 1, [2.0 + 2.0]), (2, 0, 0)]
