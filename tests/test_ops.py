@@ -235,3 +235,54 @@ def test_bias_row_gradients_match_torch(dtype, rows, ops, rng):
     for a, b in zip(ours, ref, strict=True):
         assert a.dtype == dtype
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol * rows)
+
+
+@pytest.mark.parametrize("name", ["stack", "cat"])
+@pytest.mark.parametrize(
+    "items",
+    [
+        "f64 f64 f64",  # one floating dtype: the fast path
+        "f32 f32",
+        "f32 f64",  # promoted
+        "f64 i64",  # an integer tensor among them: promoted, no gradient for it
+        "f64 np",  # a numpy array among them
+        "f64 const f64",  # a tensor that does not require grad
+    ],
+)
+@pytest.mark.parametrize("container", [list, tuple])
+def test_stack_and_cat_of_each_kind_of_sequence_match_torch(name, items, container, rng):
+    # sequences of tensors of one floating dtype take a short path in apply; any other item
+    # (another dtype, an integer tensor, a numpy array) the general one: values, dtypes and a
+    # VJP with a random cotangent against torch
+    values = [rng.standard_normal((2, 3)) for _ in items.split()]
+    out = []
+    for lib in (ng, torch):
+        seq, leaves = [], []
+        for kind, v in zip(items.split(), values, strict=True):
+            if kind == "np":
+                seq.append(v)
+                continue
+            dtype = {"f64": lib.float64, "f32": lib.float32, "i64": lib.int64, "const": lib.float64}
+            t = lib.tensor(np.round(v * 3) if kind == "i64" else v, dtype=dtype[kind])
+            if kind in ("f64", "f32"):
+                t.requires_grad_(True)
+                leaves.append(t)
+            seq.append(t)
+        if lib is torch:  # (torch takes tensors only)
+            seq = [lib.tensor(x) if isinstance(x, np.ndarray) else x for x in seq]
+        y = getattr(lib, name)(container(seq), 0)
+        cot = rng.standard_normal(tuple(y.shape)) if lib is ng else out[0][2]
+        grads = lib.autograd.grad(y, leaves, lib.tensor(cot, dtype=y.dtype))
+        out.append(
+            (y.detach().numpy(), str(y.dtype).split(".")[-1], cot, [g.numpy() for g in grads])
+        )
+    (y, dt, _, grads), (ty, tdt, _, tgrads) = out
+    assert dt == tdt
+    np.testing.assert_allclose(y, ty, rtol=1e-6)
+    for g, tg in zip(grads, tgrads, strict=True):
+        np.testing.assert_allclose(g, tg, rtol=1e-6)
+
+
+def test_stack_of_an_empty_list_raises_torchs_error():
+    with pytest.raises(RuntimeError, match="expected a non-empty list of Tensors"):
+        ng.stack([])

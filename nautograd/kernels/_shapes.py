@@ -113,6 +113,8 @@ def nary_params(op, shapes):
 
 def wrap_dim(op, dim, ndim):
     """torch's dim wrapping with its error text."""
+    if type(dim) is int and 0 <= dim < ndim:  # the common case, ~0.8 us less than the checks
+        return dim
     lo, hi = (-1, 0) if ndim == 0 else (-ndim, ndim - 1)
     if not isinstance(dim, int) or isinstance(dim, bool):
         raise TypeError(f"{op}(): dim must be an int, got {type(dim).__name__}")
@@ -136,6 +138,20 @@ def wrap_dims(op, dim, ndim):
     return tuple(out)
 
 
+_OUTER_INNER = {}
+
+
 def outer_inner(shape, dim):
-    """(outer, size, inner) of a C-order array viewed as (outer, shape[dim], inner)."""
-    return numel(shape[:dim]), (shape[dim] if shape else 1), numel(shape[dim + 1 :])
+    """(outer, size, inner) of a C-order array viewed as (outer, shape[dim], inner); cached
+    per (shape, dim): computed, it cost ~1 us of a 4-element softmax's ~7."""
+    key = (shape, dim)
+    hit = _OUTER_INNER.get(key)
+    if hit is None:
+        if len(_OUTER_INNER) > 4096:
+            _OUTER_INNER.clear()
+        hit = _OUTER_INNER[key] = (
+            numel(shape[:dim]),
+            (shape[dim] if shape else 1),
+            numel(shape[dim + 1 :]),
+        )
+    return hit
