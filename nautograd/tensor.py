@@ -27,6 +27,11 @@ uint8 = np.dtype(np.uint8)
 bool_ = np.dtype(np.bool_)
 
 _GRAD_DTYPES = (float32, float64)
+# in-place changes to any tensor, process-wide (every one goes through Tensor._bump): when
+# none came since the tape's oldest version entry was noted (tape.versions_since), no saved
+# value can have changed and backward skips the check (~0.7 ms of the RNN benchmark's 3 ms
+# backward: 2,000 nodes with entries)
+IN_PLACE_CHANGES = [0]
 _DEFAULT_FLOAT = float64
 _NAMES = {
     float32: "float32",
@@ -221,6 +226,7 @@ class Tensor:
         if self._vc is None:
             self._vc = [0]
         self._vc[0] += 1
+        IN_PLACE_CHANGES[0] += 1
 
     def detach(self):
         """A new leaf sharing this tensor's memory (and version counter), not requiring grad."""
@@ -867,6 +873,8 @@ def _note_versions(tape, node, args, keep, outs):
         else:
             entries.append((vc, vc[0], a))
     if entries is not None:
+        if not tape.versions:
+            tape.versions_since = IN_PLACE_CHANGES[0]
         tape.versions[node] = entries
 
 

@@ -8,7 +8,7 @@ import numpy as np
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
 from ..graph.tape import ACC, ANOMALY, F32, PY, RELEASED, address_of
-from ..tensor import Tensor, _wrap
+from ..tensor import IN_PLACE_CHANGES, Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import prepare
@@ -88,7 +88,8 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             marked = np.flatnonzero((state == 1) & (f & (PY | ACC) == 0))
             f[marked] |= PY
         flags, out_ptr = tape.flags, tape.out_ptr
-        if tape.versions:
+        # (no in-place change since the oldest entry was noted: none can be stale)
+        if tape.versions and tape.versions_since != IN_PLACE_CHANGES[0]:
             _check_versions(tape, state)
         # buffers start uninitialised (fresh): the first writer stores, later ones add. Small
         # arenas are zero-filled instead: one memset beats a zeroing per buffer when buffers

@@ -267,7 +267,9 @@ class Tape:
         self.heavy = []  # nodes holding arrays by address, released after backward
         self.retained = {}  # node -> {output_nr: weakref to a tensor that retains grad}
         self.hooks = {}  # node -> {output_nr: (shape, [hook, ...])}: tensor hooks (PY nodes)
-        self.versions = {}  # node -> [(version counter, saved version, shape, dtype), ...]
+        self.versions = {}  # node -> [(version counter, saved version, array), ...]
+        # tensor.IN_PLACE_CHANGES when the oldest entry still in `versions` was noted
+        self.versions_since = 0
         self.functions = []  # nodes of custom Functions (record_python)
         # node -> the dict grad_fn.metadata returns; anomaly mode stores the forward call's
         # stack under "traceback_", as torch does
