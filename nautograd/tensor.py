@@ -7,6 +7,7 @@ on and an input requires grad.
 
 import math
 import numbers
+import threading
 
 import numpy as np
 
@@ -32,6 +33,7 @@ _GRAD_DTYPES = (float32, float64)
 # value can have changed and backward skips the check (~0.7 ms of the RNN benchmark's 3 ms
 # backward: 2,000 nodes with entries)
 IN_PLACE_CHANGES = [0]
+_IN_PLACE_LOCK = threading.Lock()
 _DEFAULT_FLOAT = float64
 _NAMES = {
     float32: "float32",
@@ -226,7 +228,8 @@ class Tensor:
         if self._vc is None:
             self._vc = [0]
         self._vc[0] += 1
-        IN_PLACE_CHANGES[0] += 1
+        with _IN_PLACE_LOCK:  # (a lost increment could bring the count back to a tape's mark)
+            IN_PLACE_CHANGES[0] += 1
 
     def detach(self):
         """A new leaf sharing this tensor's memory (and version counter), not requiring grad."""

@@ -330,8 +330,8 @@ class Tape:
     def reserve(self, k):
         """Make room for ``k`` more nodes. Call before computing edges: it may compact, or
         reset a tape that no tensor references any more."""
-        # (once the dead nodes are at least as many as the kept accumulators: the reset's cost
-        # is theirs, a few microseconds each, and this bounds it by the nodes recorded)
+        # (once the dead nodes outnumber the kept accumulators: the restart's cost is theirs, a
+        # few microseconds each, and this bounds it by the nodes recorded since)
         if self.live == self.acc_live and self.n > 2 * self.live and not self.running:
             # here, not when the last handle drops: a tensor's __del__ runs wherever the
             # garbage collector strikes, and a reset halfway through record() (a collection
