@@ -605,6 +605,25 @@ def test_training_loop_keeps_tape_and_rss_flat():
     assert rss[9999] - rss[999] < 8 * 2**20, rss
 
 
+def _on_a_new_thread(body):
+    """Run ``body()`` on a thread of its own (a tape whose handles the test controls);
+    returns its result or raises its exception."""
+    out = {}
+
+    def run():
+        try:
+            out["result"] = body()
+        except BaseException as e:  # noqa: BLE001 (re-raised below)
+            out["error"] = e
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    if "error" in out:
+        raise out["error"]
+    return out["result"]
+
+
 def test_the_tapes_last_handle_dying_halfway_through_recording_does_not_corrupt_it(monkeypatch):
     # regression: the tape reset itself when its last handle dropped, and a Tensor.__del__ run
     # by a garbage collection that record_accumulate's own allocation triggered emptied the
@@ -622,26 +641,18 @@ def test_the_tapes_last_handle_dying_halfway_through_recording_does_not_corrupt_
             holder.clear()  # y dies here: the tape's last live handle
             return weakref.ref(obj)
 
-    result = {}
-
     def body():  # a new thread: a tape of its own, whose live handles this test controls
-        try:
-            a = ng.tensor([1.0], requires_grad=True)
-            holder.append(a * 2.0)
-            del a
-            monkeypatch.setattr(tape_module, "weakref", DroppingWeakref)
-            x = ng.tensor([1.0, 2.0], requires_grad=True)
-            z = (x * x).sum()
-            monkeypatch.undo()
-            z.backward()
-            result["grad"] = x.grad.tolist()
-        except Exception as e:  # noqa: BLE001 (asserted below)
-            result["error"] = e
+        a = ng.tensor([1.0], requires_grad=True)
+        holder.append(a * 2.0)
+        del a
+        monkeypatch.setattr(tape_module, "weakref", DroppingWeakref)
+        x = ng.tensor([1.0, 2.0], requires_grad=True)
+        z = (x * x).sum()
+        monkeypatch.undo()
+        z.backward()
+        return x.grad.tolist()
 
-    t = threading.Thread(target=body)
-    t.start()
-    t.join()
-    assert result == {"grad": [2.0, 4.0]}
+    assert _on_a_new_thread(body) == [2.0, 4.0]
 
 
 def test_graph_released_memory_after_backward():
@@ -1029,25 +1040,6 @@ def test_grad_with_batched_cotangents_as_torch():
         return out
 
     assert run(ng) == run(torch)
-
-
-def _on_a_new_thread(body):
-    """Run ``body()`` on a thread of its own (a tape whose handles the test controls);
-    returns its result or raises its exception."""
-    out = {}
-
-    def run():
-        try:
-            out["result"] = body()
-        except BaseException as e:  # noqa: BLE001 (re-raised below)
-            out["error"] = e
-
-    t = threading.Thread(target=run)
-    t.start()
-    t.join()
-    if "error" in out:
-        raise out["error"]
-    return out["result"]
 
 
 def test_a_training_loop_whose_parameters_outlive_each_step_restarts_the_tape_instead_of_sweeping_it(
