@@ -72,32 +72,83 @@ def generate(ops, digest):
     return "\n".join(lines) + "\n"
 
 
+def generate_lazy(ops, digest):
+    """deferred.py's dispatch: opcode -> the op's compiled lazy forward (ops sharing a kernel
+    share a branch, chosen through the table ``_KIND``)."""
+    lines = [
+        f"{BEGIN} (python -m nautograd.graph._codegen; do not edit by hand)",
+        f"# sources hash: {digest}",
+        "from ..kernels.registry import OPS as _OPS  # noqa: E402",
+        "",
+    ]
+    kernels = []  # distinct forwards, in op order
+    kind = [-1] * (max((op.opcode for op in ops), default=0) + 1)
+    for op in ops:
+        if op.lazy is None:
+            continue
+        f = op.lazy[1]
+        if f not in kernels:
+            kernels.append(f)
+            lines.append(f"_f{len(kernels) - 1} = _OPS[{op.opcode - 1}].lazy[1]  # {op.name}")
+        kind[op.opcode] = kernels.index(f)
+    # (16 to a line: `ruff format` would give each entry a line of its own)
+    lines += ["", "# fmt: off", "_KIND = np.array(", "    ["]
+    for i in range(0, len(kind), 16):
+        lines.append("        " + ", ".join(str(x) for x in kind[i : i + 16]) + ",")
+    lines += ["    ],", "    np.int64,", ")", "# fmt: on"]
+    lines += [
+        "",
+        "",
+        '@numba.njit(inline="always")',
+        "def _fdispatch(op, S, xo, xn, k, top, ip, fp, oo, on):",
+        "    f = _KIND[op]",
+    ]
+    for j in range(len(kernels)):
+        kw = "if" if j == 0 else "elif"
+        lines += [f"    {kw} f == {j}:", f"        return _f{j}(S, xo, xn, k, top, ip, fp, oo, on)"]
+    lines += ["    return 0", "", "", END]
+    return "\n".join(lines) + "\n"
+
+
+DEFERRED = os.path.join(HERE, "deferred.py")
+_TARGETS = ((SCHEDULER, generate), (DEFERRED, generate_lazy))
+
+
 def is_fresh():
-    with open(SCHEDULER) as fh:
-        return f"# sources hash: {source_hash()}" in fh.read()
+    mark = f"# sources hash: {source_hash()}"
+    for path, _ in _TARGETS:
+        with open(path) as fh:
+            if mark not in fh.read():
+                return False
+    return True
 
 
 def write():
     from ..kernels import OPS
 
-    with open(SCHEDULER) as fh:
-        text = fh.read()
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = head + generate(OPS, source_hash()) + tail.lstrip("\n")
-    if new != text:
-        with open(SCHEDULER, "w") as fh:
-            fh.write(new)
-    return new != text
+    digest = source_hash()
+    changed = False
+    for path, gen in _TARGETS:
+        with open(path) as fh:
+            text = fh.read()
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        new = head + gen(OPS, digest) + tail.lstrip("\n")
+        if new != text:
+            with open(path, "w") as fh:
+                fh.write(new)
+            changed = True
+    return changed
 
 
 def ensure_fresh():
     """Regenerate the dispatch block if any kernel source changed since it was written."""
     if is_fresh():
         return
-    if not os.access(SCHEDULER, os.W_OK):
+    if not all(os.access(path, os.W_OK) for path, _ in _TARGETS):
         raise RuntimeError(
-            f"nautograd: {SCHEDULER} is out of date with its kernels and not writable; "
+            f"nautograd: {SCHEDULER} or {DEFERRED} is out of date with its kernels and not "
+            "writable; "
             "run `python -m nautograd.graph._codegen` in a writable checkout"
         )
     write()
@@ -105,4 +156,4 @@ def ensure_fresh():
 
 if __name__ == "__main__":
     changed = write()
-    print("scheduler.py", "rewritten" if changed else "already fresh", file=sys.stderr)
+    print("dispatch", "rewritten" if changed else "already fresh", file=sys.stderr)

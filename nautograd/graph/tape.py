@@ -278,6 +278,13 @@ class Tape:
         self._g32 = np.zeros(0, np.float32)
         self._arenas_busy = False
         self.running = 0  # backward calls in progress on this tape (no compaction meanwhile)
+        # the deferred forward (graph/deferred.py): the batch of ops not yet run; the row
+        # heads (7 ints each, see add_head) and per (opcode, shapes, kwargs) the index of
+        # their head (their attributes are interned in the pools, which reset with the tape)
+        self.batch = None
+        self.heads = []
+        self.fast = {}
+        self.epoch = 0  # compactions so far (a batch's node ids hold within one epoch)
         self._new_pending()
 
     def grad_arenas(self, n64, n32):
@@ -330,9 +337,9 @@ class Tape:
     def reserve(self, k):
         """Make room for ``k`` more nodes. Call before computing edges: it may compact, or
         reset a tape that no tensor references any more."""
-        # (once the dead nodes outnumber the kept accumulators: the restart's cost is theirs, a
-        # few microseconds each, and this bounds it by the nodes recorded since)
-        if self.live == self.acc_live and self.n > 2 * self.live and not self.running:
+        if self.batch is not None:  # its nodes come first (they are numbered already)
+            self.run_batch()
+        if self.live == self.acc_live and self.restart_due():
             # here, not when the last handle drops: a tensor's __del__ runs wherever the
             # garbage collector strikes, and a reset halfway through record() (a collection
             # triggered by its allocations) left the node lists shorter than the node count
@@ -349,11 +356,20 @@ class Tape:
             self.compact()
             if self.n + k < len(self.op) * 3 // 4:
                 return
-        need = max(len(self.op) * 2, self.n + k + 1)
+        self._grow_nodes(max(len(self.op) * 2, self.n + k + 1))
+
+    def _grow_nodes(self, need):
         old = self._nodes
         table = np.zeros((len(_ROW), need + 1), np.int64)
         table[:, : old.shape[1]] = old
         self._set_nodes(table)
+
+    def restart_due(self):
+        """Whether reserve() restarts the tape, given that the accumulators' handles are the
+        only live ones: once the dead nodes outnumber the kept accumulators (the restart's
+        cost is theirs, a few microseconds each, and this bounds it by the nodes recorded
+        since)."""
+        return self.n > 2 * self.live and not self.running
 
     def _intern(self, pool, values, kind):
         start = pool.get(values)
@@ -453,6 +469,8 @@ class Tape:
 
     def flush(self):
         """Move pending nodes into the numpy columns (one bulk conversion a column)."""
+        if self.batch is not None:
+            self.run_batch()
         n0, n1 = self.nflushed, self.n
         if n0 == n1:
             return
@@ -478,6 +496,147 @@ class Tape:
                     col = self._grow(name2, hi)
                 col[lo:hi] = items2
         self._new_pending()
+
+    # -- the deferred forward -------------------------------------------------------------
+
+    def new_batch(self):
+        """Start a batch of deferred ops (tensor.py ``_lazy``): its nodes are numbered from
+        ``n``, so the eager pending nodes go to the columns first."""
+        if self.n != self.nflushed:
+            self.flush()
+        # a tape 3/4 full of nodes few tensors hold is swept first, as reserve() does, and
+        # made bigger if the sweep leaves it 3/4 full (not after a run: a graph whose root
+        # alone is held keeps every node, and a training step's first op restarts the tape)
+        if self.n >= 1024 and self.n * 4 >= len(self.op) * 3 and not self.running:
+            if self.live < self.n // 4:
+                self.compact()
+            if self.n * 4 >= len(self.op) * 3:
+                self._grow_nodes(len(self.op) * 2)
+        self.batch = b = Batch(self)
+        return b
+
+    def add_head(self, key, opcode, ip, fp, mask, shapes, kwargs, out, size):
+        """A new row head: an op's opcode, interned attributes, saved mask and input count
+        as a row of ``heads`` (rows name it by its index). Returns, and keeps in ``fast``
+        under ``key`` (and under the key tensor.py's fast paths build for one or two inputs),
+        (index, output shape or shapes, store size, several outputs?, the node's input
+        shapes as ``meta`` keeps them: one object for all the op's nodes)."""
+        ips = self.ip_pool.get(ip)
+        if ips is None:
+            ips = self._intern(self.ip_pool, ip, "i")
+        fps = self.fp_pool.get(fp)
+        if fps is None:
+            fps = self._intern(self.fp_pool, fp, "f")
+        self.heads += (opcode, ips, len(ip), fps, len(fp), mask, len(shapes))
+        multi = type(out) is tuple and len(out) > 0 and type(out[0]) is tuple
+        meta = shapes[0] if len(shapes) == 1 else shapes
+        self.fast[key] = hit = (len(self.heads) // 7 - 1, out, size, multi, meta)
+        if len(shapes) == 1:
+            fk = (opcode, shapes[0], tuple(kwargs.items())) if kwargs else (opcode, shapes[0])
+            self.fast[fk] = hit
+        elif len(shapes) == 2 and not kwargs:
+            self.fast[(opcode, shapes[0], shapes[1])] = hit
+        return hit
+
+    def run_batch(self):
+        """Run the pending batch (graph/deferred.py): values into its store, nodes into the
+        columns, then the Python per-node lists."""
+        from . import deferred
+
+        b = self.batch
+        self.batch = None
+        nodes = self.n - b.n0
+        if not nodes and not b.rows:
+            return
+        rows = np.array(b.rows, np.int64)
+        # the store: the imports' values, then room for the outputs
+        S = np.concatenate(b.arrays + [np.empty(b.size)]) if b.arrays else np.empty(b.size)
+        # room for the nodes, and bounds for their edges, outputs and saved values (each at
+        # most one per row element or value)
+        grown = self.n + 1 >= len(self.op)
+        if grown:
+            self._grow_nodes(max(len(self.op) * 2, self.n + 2))
+        m = len(rows) + b.nv
+        for name, used in (
+            ("edge_node", self.ne),
+            ("edge_input_nr", self.ne),
+            ("out_numel", self.no),
+            ("saved_off", self.ns),
+            ("saved_addr", self.ns),
+        ):
+            if used + m > len(getattr(self, name)):
+                self._grow(name, used + m)
+        while True:
+            counts = np.array([b.n0, self.ne, self.no, self.ns, self.n64], np.int64)
+            status, voff, sptr, snode = deferred.run(
+                rows, np.array(self.heads, np.int64), b.nv, S, b.nimp, self._nodes,
+                self.edge_node, self.edge_input_nr, self.out_numel, self.saved_off,
+                self.saved_addr, self.v64, self.iparams, self.fparams, counts,
+            )  # fmt: skip
+            if status == deferred.OK:
+                break
+            self._grow("v64", int(counts[4]))
+        self.ne, self.no, self.ns, self.n64 = (int(c) for c in counts[1:])
+        b.S = S
+        b.voff = voff
+        b.sptr = sptr
+        self.obj += [None] * nodes
+        for node, o in b.objs:
+            self.obj[node] = o
+        self.meta += b.meta
+        self.kwargs.update(b.kwargs)
+        self.out_shapes.update(b.out_shapes)
+        b.rows = b.arrays = b.meta = b.objs = b.kwargs = b.out_shapes = None
+        self._new_pending()
+        if b.watch:
+            self._note_batch_versions(b.watch, sptr, snode, b.changes0)
+        b.watch = None
+        b.snode = snode
+        b.epoch = self.epoch
+
+    def _note_batch_versions(self, watch, sptr, snode, changes0):
+        """Version entries (see ``versions``) for the batch's inputs from outside that its
+        nodes saved (``watch``: (version counter, version, array, value id) per input), as
+        ``tensor._note_versions`` makes for eager nodes."""
+        vs = np.fromiter((w[3] for w in watch), np.int64, len(watch))
+        counts = sptr[vs + 1] - sptr[vs]
+        versions = self.versions
+        for i in np.flatnonzero(counts).tolist():
+            vc, version, a, v = watch[i]
+            for node in snode[sptr[v] : sptr[v + 1]].tolist():
+                # (the versions were read when the batch was recorded: a change since then,
+                # before this run, must make backward check them)
+                if not versions or changes0 < self.versions_since:
+                    self.versions_since = changes0
+                entries = versions.get(node)
+                if entries is None:
+                    versions[node] = [(vc, version, a)]
+                    self.heavy.append(node)  # (dropped when the node is released)
+                else:
+                    entries.append((vc, version, a))
+
+    def note_value_versions(self, b, v, vc, a):
+        """Version entries for the nodes of the run batch ``b`` that saved its value ``v``,
+        now the value of a tensor (counter ``vc``, array ``a``) that can change in place.
+        (After a later sweep renumbered the nodes, none: such a change then goes unchecked,
+        and the saved copy, the forward's value, enters the gradient.)"""
+        if b.epoch != self.epoch:
+            return
+        s0, s1 = b.sptr[v : v + 2].tolist()
+        if s0 == s1:
+            return
+        versions = self.versions
+        for node in b.snode[s0:s1].tolist():
+            if node < 0:  # swept
+                continue
+            if not versions:
+                self.versions_since = _in_place_changes()
+            entries = versions.get(node)
+            if entries is None:
+                versions[node] = [(vc, vc[0], a)]
+                self.heavy.append(node)  # (dropped when the node is released)
+            else:
+                entries.append((vc, vc[0], a))
 
     def record_accumulate(self, leaf, f32, numel):
         """An AccumulateGrad node for ``leaf`` (no edges, one output: the leaf's gradient)."""
@@ -579,6 +738,9 @@ class Tape:
         self.metadata = {}
         self.h2node = []
         self.free_h = []
+        self.batch = None  # (no tensor of it is alive)
+        self.heads = []
+        self.fast = {}
         self._new_pending()
 
     def compact(self):
@@ -620,6 +782,47 @@ class Tape:
         self.functions = [ids[i] for i in self.functions if ids[i] >= 0]
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]
         self._new_pending()
+        self.epoch += 1
+        return newid
+
+
+class Batch:
+    """The deferred ops of one tape not yet run (graph/deferred.py).
+
+    ``rows``: the flat int rows; ``nv``: values so far (the next value id); ``size``: store
+    elements the ops write; ``arrays``: copies of the inputs from outside the batch (their
+    offsets follow each other: ``nimp``). ``meta``,
+    ``objs``, ``kwargs``, ``out_shapes``: what the tape keeps per node in Python. After the
+    run: ``S``, the store, and ``voff``, each value's offset in it.
+    """
+
+    __slots__ = (
+        "tape", "n0", "rows", "nv", "size", "arrays", "nimp", "meta", "objs",
+        "kwargs", "out_shapes", "watch", "changes0", "S", "voff", "sptr", "snode", "epoch",
+    )  # fmt: skip
+
+    def __init__(self, tape):
+        self.tape = tape
+        self.n0 = tape.n
+        self.rows = []
+        self.nv = 0
+        self.size = 0
+        self.arrays = []
+        self.nimp = 0
+        self.meta = []
+        self.objs = []
+        self.kwargs = []
+        self.out_shapes = []
+        self.watch = []
+        self.changes0 = _in_place_changes()
+        self.S = self.voff = self.sptr = self.snode = None
+        self.epoch = -1
+
+
+def _in_place_changes():
+    from ..tensor import IN_PLACE_CHANGES
+
+    return IN_PLACE_CHANGES[0]
 
 
 _local = threading.local()

@@ -167,6 +167,93 @@ def _binary_forward(name, f, save=True):
     return forward
 
 
+def _binary_spec(name, mask, alpha=False):
+    """The deferred forward's spec of a binary op (see registry.Op.lazy): operands of one
+    shape, or one of a single element (ip modes 0, -1, -2); general broadcasting runs
+    eagerly."""
+
+    def spec(shapes, kwargs):
+        if alpha:
+            a = kwargs.get("alpha", 1)
+            if len(kwargs) > ("alpha" in kwargs) or not isinstance(a, (int, float)):
+                return None
+            fp = (float(a),)
+        elif kwargs:
+            return None
+        else:
+            fp = ()
+        xs, ys = shapes
+        out, ip = binary_params(name, xs, ys)
+        if ip[3] > 0:
+            return None
+        return out, ip, fp, mask, ip[0]
+
+    return spec
+
+
+@numba.njit(inline="always")
+def _operand_steps(ip):
+    # element steps of x and y in modes 0 (same shapes), -1 (y one element), -2 (x one)
+    mode = ip[3]
+    return (0 if mode == -2 else 1), (0 if mode == -1 else 1)
+
+
+@kernel
+def add_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    n = ip[0]
+    sx, sy = _operand_steps(ip)
+    x0, y0, a = xo[0], xo[1], fp[0]
+    if a == 1.0:
+        for i in range(n):
+            S[top + i] = S[x0 + i * sx] + S[y0 + i * sy]
+    else:
+        for i in range(n):
+            S[top + i] = S[x0 + i * sx] + S[y0 + i * sy] * a
+    oo[0] = top
+    on[0] = n
+    return 1
+
+
+@kernel
+def sub_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    n = ip[0]
+    sx, sy = _operand_steps(ip)
+    x0, y0, a = xo[0], xo[1], fp[0]
+    if a == 1.0:
+        for i in range(n):
+            S[top + i] = S[x0 + i * sx] - S[y0 + i * sy]
+    else:
+        for i in range(n):
+            S[top + i] = S[x0 + i * sx] - S[y0 + i * sy] * a
+    oo[0] = top
+    on[0] = n
+    return 1
+
+
+@kernel
+def mul_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    n = ip[0]
+    sx, sy = _operand_steps(ip)
+    x0, y0 = xo[0], xo[1]
+    for i in range(n):
+        S[top + i] = S[x0 + i * sx] * S[y0 + i * sy]
+    oo[0] = top
+    on[0] = n
+    return 1
+
+
+@kernel
+def div_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    n = ip[0]
+    sx, sy = _operand_steps(ip)
+    x0, y0 = xo[0], xo[1]
+    for i in range(n):
+        S[top + i] = S[x0 + i * sx] / S[y0 + i * sy]
+    oo[0] = top
+    on[0] = n
+    return 1
+
+
 _BINARY_CASES = [
     Case(((3, 4), (3, 4))),
     Case(((3, 4), (4,))),
@@ -245,6 +332,7 @@ mul = _binary_op(
     functions=("mul", "multiply"),
     dunders=("__mul__", "__rmul__"),
     int_ok=True,
+    lazy=(_binary_spec("mul", 3), mul_lazy),
 )
 div = _binary_op(
     "div",
@@ -255,6 +343,7 @@ div = _binary_op(
     functions=("div", "divide", "true_divide"),
     dunders=("__truediv__", "__rtruediv__"),
     cases=[Case(c.shapes, low=0.3, high=2.0) for c in _BINARY_CASES],
+    lazy=(_binary_spec("div", 3), div_lazy),
 )
 
 
@@ -381,6 +470,7 @@ add = defop(
     dunders=("__add__", "__radd__"),
     int_ok=True,
     cases=_BINARY_CASES + [Case(((3,), (3,)), {"alpha": 2.5})],
+    lazy=(_binary_spec("add", 0, alpha=True), add_lazy),
 )
 sub = defop(
     "sub",
@@ -393,6 +483,7 @@ sub = defop(
     dunders=("__sub__", "__rsub__"),
     int_ok=True,
     cases=_BINARY_CASES + [Case(((3,), (3,)), {"alpha": -0.5})],
+    lazy=(_binary_spec("sub", 0, alpha=True), sub_lazy),
 )
 
 # ---------------------------------------------------------------------------------------------

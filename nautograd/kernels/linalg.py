@@ -85,6 +85,42 @@ def _matmul_forward(x, y, op="matmul"):
     return result, (x, y), ip, ()
 
 
+def _matmul_spec(name, ndims=None):
+    """The deferred forward's spec (registry.Op.lazy) of a product without batch dims (1-D or
+    2-D operands; ``ndims``: the ranks the op requires, else it runs eagerly and raises)."""
+
+    def spec(shapes, kwargs):
+        xs, ys = shapes
+        if kwargs or len(xs) > 2 or len(ys) > 2 or (ndims and (len(xs), len(ys)) != ndims):
+            return None
+        batch, m, k, n, bx, by = _mm_dims(name, xs, ys)
+        if m * k * n > 1 << 16:
+            return None
+        out = (m,) * (len(xs) == 2) + (n,) * (len(ys) == 2)
+        return out, (m, k, n, 1, 0), (), 3, m * n
+
+    return spec
+
+
+@kernel
+def matmul_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    # result (m, n) = x (m, k) @ y (k, n), row by row (a 1-D x is one row, a 1-D y a column)
+    m, kk, n = ip[0], ip[1], ip[2]
+    x0, y0 = xo[0], xo[1]
+    for i in range(m):
+        row = top + i * n
+        for j in range(n):
+            S[row + j] = 0.0
+        for l in range(kk):
+            a = S[x0 + i * kk + l]
+            yl = y0 + l * n
+            for j in range(n):
+                S[row + j] += a * S[yl + j]
+    oo[0] = top
+    on[0] = m * n
+    return 1
+
+
 @assigning
 @kernel
 def matmul_backward(G, G2, go, gi, V, so, sa, ip, fp):
@@ -166,6 +202,7 @@ matmul = defop(
     methods=("matmul",),
     dunders=("__matmul__", "__rmatmul__"),
     cases=_CASES,
+    lazy=(_matmul_spec("matmul"), matmul_lazy),
 )
 
 
@@ -213,7 +250,15 @@ def _outer_forward(x, y):
     return _matmul_forward(x.reshape(-1, 1), y.reshape(1, -1), "outer")
 
 
-mm = defop("mm", _mm_forward, matmul_backward, nin=2, methods=("mm",), cases=_CASES[:1])
+mm = defop(
+    "mm",
+    _mm_forward,
+    matmul_backward,
+    nin=2,
+    methods=("mm",),
+    cases=_CASES[:1],
+    lazy=(_matmul_spec("mm", (2, 2)), matmul_lazy),
+)
 bmm = defop(
     "bmm",
     _bmm_forward,
@@ -222,8 +267,24 @@ bmm = defop(
     methods=("bmm",),
     cases=[Case(((2, 3, 4), (2, 4, 5)))],
 )
-mv = defop("mv", _mv_forward, matmul_backward, nin=2, methods=("mv",), cases=_CASES[2:3])
-dot = defop("dot", _dot_forward, matmul_backward, nin=2, methods=("dot",), cases=_CASES[3:4])
+mv = defop(
+    "mv",
+    _mv_forward,
+    matmul_backward,
+    nin=2,
+    methods=("mv",),
+    cases=_CASES[2:3],
+    lazy=(_matmul_spec("mv", (2, 1)), matmul_lazy),
+)
+dot = defop(
+    "dot",
+    _dot_forward,
+    matmul_backward,
+    nin=2,
+    methods=("dot",),
+    cases=_CASES[3:4],
+    lazy=(_matmul_spec("dot", (1, 1)), matmul_lazy),
+)
 
 
 def _outer_formula(ctx, grad):

@@ -174,6 +174,33 @@ def _log_softmax_forward(x, dim):
     return result, (result,), oi + (1,), ()
 
 
+def _softmax_spec(log):
+    name = "log_softmax" if log else "softmax"
+
+    def spec(shapes, kwargs):
+        """The deferred forward's spec (registry.Op.lazy): any dim, as the eager forward."""
+        if len(kwargs) != 1 or "dim" not in kwargs:
+            return None
+        (shape,) = shapes
+        d = wrap_dim(name, kwargs["dim"], len(shape))
+        oi = outer_inner(shape, d)
+        n = oi[0] * oi[1] * oi[2]
+        return shape, oi + (int(log),), (), 1 << 16, n
+
+    return spec
+
+
+@kernel
+def softmax_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    outer, size, inner, log = ip[0], ip[1], ip[2], ip[3]
+    n = outer * size * inner
+    x0 = xo[0]
+    _softmax_rows(S[x0 : x0 + n], S[top : top + n], 0, outer, size, inner, log == 1)
+    oo[0] = top
+    on[0] = n
+    return 1
+
+
 @parallel
 @assigning
 @kernel
@@ -259,6 +286,7 @@ softmax = defop(
     nn_functional=True,
     node_name="SoftmaxBackward0",
     cases=_CASES,
+    lazy=(_softmax_spec(False), softmax_lazy),
 )
 log_softmax = defop(
     "log_softmax",
@@ -269,6 +297,7 @@ log_softmax = defop(
     nn_functional=True,
     node_name="LogSoftmaxBackward0",
     cases=_CASES,
+    lazy=(_softmax_spec(True), softmax_lazy),
 )
 
 

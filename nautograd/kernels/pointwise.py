@@ -323,6 +323,75 @@ def _unary_formula(ctx, grad):
     return (grad * _FORMULAS[code](ctx, x, r, p0, p1),)
 
 
+# the deferred forward (graph/deferred.py) of the commonest formulas: one element of the
+# result; the others run eagerly
+_LAZY_CODES = frozenset(
+    (TANH, SOFTPLUS, EXP, RELU, SIGMOID, NEG, ABS, SQRT, LOG, LOG1P, EXPM1, SIN, COS)
+)
+
+
+@numba.njit(inline="always", error_model="numpy")
+def _f(code, x, p0, p1):
+    if code == TANH:
+        return np.tanh(x)
+    elif code == SOFTPLUS:
+        # log1p(exp(z)) = max(z, 0) + log1p(exp(-|z|)), whose exp never overflows
+        z = x * p0
+        if z > p1:
+            return x
+        return (max(z, 0.0) + np.log1p(np.exp(-abs(z)))) / p0
+    elif code == EXP:
+        return np.exp(x)
+    elif code == RELU:
+        return 0.0 if x <= 0.0 else x  # NaN passes through, as in torch
+    elif code == SIGMOID:
+        if x >= 0.0:
+            return 1.0 / (1.0 + np.exp(-x))
+        e = np.exp(x)
+        return e / (1.0 + e)
+    elif code == NEG:
+        return -x
+    elif code == ABS:
+        return abs(x)
+    elif code == SQRT:
+        return np.sqrt(x)
+    elif code == LOG:
+        return np.log(x)
+    elif code == LOG1P:
+        return np.log1p(x)
+    elif code == EXPM1:
+        return np.expm1(x)
+    elif code == SIN:
+        return np.sin(x)
+    return np.cos(x)
+
+
+@kernel
+def unary_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    n, code = ip[0], ip[1]
+    x0 = xo[0]
+    p0 = fp[0]
+    p1 = fp[1]
+    for i in range(n):
+        S[top + i] = _f(code, S[x0 + i], p0, p1)
+    oo[0] = top
+    on[0] = n
+    return 1
+
+
+def _unary_spec(code):
+    mask = (1 << 16) if code in _RESULT_CODES else (0 if code in _NOTHING_CODES else 1)
+
+    def spec(shapes, kwargs):
+        if kwargs:
+            return None
+        (shape,) = shapes
+        n = math.prod(shape)
+        return shape, (n, code), (0.0, 0.0), mask, n
+
+    return spec
+
+
 def _unary(name, f, code, params=None, low=-2.0, high=2.0, cases=None, into=False, **kw):
     """Declare a unary op: result = f(x, **kwargs); params(**kwargs) -> (p0, p1).
 
@@ -345,6 +414,8 @@ def _unary(name, f, code, params=None, low=-2.0, high=2.0, cases=None, into=Fals
     if cases is None:
         cases = [Case(((3, 4),), low=low, high=high), Case(((),), low=low, high=high)]
     kw.setdefault("methods", (name,))
+    if code in _LAZY_CODES and params is None:
+        kw["lazy"] = (_unary_spec(code), unary_lazy)
     return defop(name, forward, unary_backward, cases=cases, **kw)
 
 
@@ -419,6 +490,16 @@ def _softplus_into(x, out, beta, threshold):
         out[i] = v if z > threshold else r
 
 
+def _softplus_spec(shapes, kwargs):
+    (shape,) = shapes
+    beta = kwargs.get("beta", 1.0)
+    threshold = kwargs.get("threshold", 20.0)
+    if len(kwargs) > ("beta" in kwargs) + ("threshold" in kwargs):
+        return None
+    n = math.prod(shape)
+    return shape, (n, SOFTPLUS), (float(beta), float(threshold)), 1, n
+
+
 _SOFTPLUS1 = (1, SOFTPLUS)
 softplus = defop(
     "softplus",
@@ -426,6 +507,7 @@ softplus = defop(
     unary_backward,
     methods=(),
     nn_functional=True,
+    lazy=(_softplus_spec, unary_lazy),
     cases=[
         Case(((3, 4),), low=-25, high=25),
         Case(((5,),), {"beta": 2.0, "threshold": 3.0}, low=-4, high=4),

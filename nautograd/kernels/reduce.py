@@ -228,8 +228,55 @@ _CASES = [
     Case(((),)),
 ]
 
-sum_ = defop("sum", _sum_forward, sum_backward, methods=("sum",), cases=_CASES, int_ok=True)
-mean = defop("mean", _mean_forward, sum_backward, methods=("mean",), cases=_CASES)
+
+def _sum_spec(mean):
+    def spec(shapes, kwargs):
+        """The deferred forward's spec (registry.Op.lazy): over every element."""
+        if kwargs and (kwargs.get("dim") is not None or kwargs.get("keepdim") or len(kwargs) > 2):
+            return None
+        if any(key not in ("dim", "keepdim") for key in kwargs):
+            return None
+        (shape,) = shapes
+        n = numel(shape)
+        if n == 0:
+            return None
+        _, out_shape, ip = _reduce_params("mean" if mean else "sum", shape, None, False)
+        return out_shape, ip, ((1.0 / n) if mean else 1.0,), 0, 1
+
+    return spec
+
+
+@kernel
+def sum_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    # fp[0]: 1 (sum) or 1 / n (mean, divided by n as the eager forward does)
+    n = ip[0]
+    x0 = xo[0]
+    acc = 0.0
+    for i in range(n):
+        acc += S[x0 + i]
+    S[top] = acc if fp[0] == 1.0 else acc / n
+    oo[0] = top
+    on[0] = 1
+    return 1
+
+
+sum_ = defop(
+    "sum",
+    _sum_forward,
+    sum_backward,
+    methods=("sum",),
+    cases=_CASES,
+    int_ok=True,
+    lazy=(_sum_spec(False), sum_lazy),
+)
+mean = defop(
+    "mean",
+    _mean_forward,
+    sum_backward,
+    methods=("mean",),
+    cases=_CASES,
+    lazy=(_sum_spec(True), sum_lazy),
+)
 
 # ---------------------------------------------------------------------------------------------
 # group reductions

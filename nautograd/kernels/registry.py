@@ -61,6 +61,13 @@ class Op:
     # can be differentiated again: formula(ctx, *grads) -> one gradient (or None) per input
     # (ctx: autograd/higher_order.py FormulaCtx)
     formula: object = None
+    # the deferred forward (graph/deferred.py): (spec, forward). spec(shapes, kwargs) -> None
+    # (not deferred: the eager path runs it, and raises its errors) or (out shape, or a tuple
+    # of shapes for a multi-output op; ip; fp; saved mask; store elements written); forward:
+    # a compiled kernel forward(S, xo, xn, k, top, ip, fp, oo, on) -> number of outputs,
+    # writing the outputs' offsets and sizes in the store S into oo, on. The mask names the
+    # saved values, as the eager forward saves them: bit j input j, bit 16 + j output j.
+    lazy: object = None
 
 
 _FAMILY_FORMULAS = {}  # id of a shared backward kernel -> the create_graph formula of its ops

@@ -280,6 +280,37 @@ def _stack_forward(*arrays, dim=0):
     return np.concatenate(expanded, axis=d), (), ip, ()
 
 
+def _stack_spec(shapes, kwargs):
+    """The deferred forward's spec of stack (registry.Op.lazy): inputs of one shape."""
+    dim = kwargs.get("dim", 0)
+    if len(kwargs) > ("dim" in kwargs):
+        return None
+    ref = shapes[0]
+    for s in shapes:
+        if s != ref:
+            return None
+    d = wrap_dim("stack", dim, len(ref) + 1)
+    k = len(shapes)
+    outer, inner = numel(ref[:d]), numel(ref[d:])  # of the inputs viewed as (outer, 1, inner)
+    ip = (outer, inner, k, k, *([1] * k))
+    return ref[:d] + (k,) + ref[d:], ip, (), 0, outer * inner * k
+
+
+@kernel
+def stack_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    # the result viewed as (outer, k, inner): input j fills the rows [o, j]
+    outer, inner = ip[0], ip[1]
+    for o in range(outer):
+        for j in range(k):
+            src = xo[j] + o * inner
+            dst = top + (o * k + j) * inner
+            for c in range(inner):
+                S[dst + c] = S[src + c]
+    oo[0] = top
+    on[0] = outer * k * inner
+    return 1
+
+
 def _cat_formula(ctx, grad):
     # each input's slice of grad along the cat dim (stack: along a new dim)
     shapes = ctx.input_shapes
@@ -314,6 +345,7 @@ stack = defop(
     nin=-1,
     int_ok=True,
     cases=[Case(((2, 3), (2, 3))), Case(((3,), (3,), (3,)), {"dim": 1}), Case(((), ()))],
+    lazy=(_stack_spec, stack_lazy),
 )
 
 
@@ -344,6 +376,32 @@ def unbind_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 grad_x[(o * size + j) * inner + c] += g[o * inner + c]
 
 
+def _unbind_spec(shapes, kwargs):
+    """The deferred forward's spec of unbind (registry.Op.lazy): along the first dim that is
+    not 1, where its outputs are consecutive runs of the input (no copy: views, as torch's)."""
+    dim = kwargs.get("dim", 0)
+    if len(kwargs) > ("dim" in kwargs):
+        return None
+    (shape,) = shapes
+    if not shape:
+        return None
+    d = wrap_dim("unbind", dim, len(shape))
+    outer, size, inner = outer_inner(shape, d)
+    if outer != 1 or size == 0:
+        return None
+    out = shape[:d] + shape[d + 1 :]
+    return (out,) * size, (outer, size, inner), (), 0, 0
+
+
+@kernel
+def unbind_lazy(S, xo, xn, k, top, ip, fp, oo, on):
+    size, inner = ip[1], ip[2]
+    for j in range(size):
+        oo[j] = xo[0] + j * inner
+        on[j] = inner
+    return size
+
+
 unbind = defop(
     "unbind",
     _unbind_forward,
@@ -355,6 +413,7 @@ unbind = defop(
     int_ok=True,
     methods=("unbind",),
     cases=[Case(((3, 4),)), Case(((3, 4),), {"dim": 1}), Case(((4,),))],
+    lazy=(_unbind_spec, unbind_lazy),
 )
 
 

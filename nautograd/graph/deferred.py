@@ -1,0 +1,233 @@
+"""The deferred forward's compiled half: runs a batch of recorded ops and writes their nodes.
+
+An op on small float64 tensors (tensor.py ``_lazy``) does not compute its result: Python
+appends one row to the tape's batch and returns a tensor whose value is not there yet. When
+something needs a value or the graph (reading a tensor's data, backward, another op that
+runs eagerly), ``run`` walks the rows in order: it computes each op's outputs into one value
+store with the op's compiled ``lazy`` forward (kernels/, registry.Op.lazy), and writes the
+op's tape node (edges, output sizes, saved values copied into the arena, attributes) as the
+eager ``Tape.record_node`` would have. Python's share of an op is then ~1 us where the eager
+forward and its node cost 5-8 us (DESIGN-NOTES "The deferred forward").
+
+Rows (int64, flat):
+
+    -1, offset, numel, node, input_nr     an input from outside the batch: its value sits at
+                                          ``offset`` of ``E`` (copied there when recorded);
+                                          node -1 for a constant
+    -2, numel                             an AccumulateGrad node (a leaf first used here)
+    head, v_1 .. v_k                      an op on values v_1..v_k (value ids count the
+                                          imports and every op's outputs, in row order);
+                                          ``head``: its row of ``H`` (7 ints: opcode,
+                                          attribute starts and lengths, the mask of its
+                                          saved values (registry.Op.lazy), k)
+"""
+
+import numba
+import numpy as np
+
+from .tape import ACC, HAS_SAVED
+
+OK = 0
+GROW = 1  # the arena v64 is too small: counts[4] says how many values it needs
+MAX_OUT = 4097  # outputs of one op (unbind of up to 4,096 elements)
+
+
+@numba.njit(cache=True)
+def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, saved_addr,
+        v64, iparams, fparams, counts):  # fmt: skip
+    """Run the batch ``rows`` (see the module docstring); ``nv`` values; ``S``: the store,
+    the imports' values in its first ``ne0`` elements, then room for every op's outputs
+    (allocated by Python: numpy's own float64 dtype, which tensor.py compares by identity,
+    where an array made here has a dtype object of its own). ``T``: the tape's node table
+    (node i in column i + 1); ``counts`` = (first node, edges, outputs, saved values,
+    arena values) on entry, their new ends on return (on GROW, counts[4] is the arena
+    length it needs). Returns
+    (status, value offsets, sptr, snode): the nodes that saved value v are
+    snode[sptr[v]:sptr[v + 1]] (tensor.py notes their versions when v's tensor gets its
+    value, so that an in-place change raises in backward as in torch)."""
+    voff = np.empty(nv, np.int64)
+    vnum = np.empty(nv, np.int64)
+    vnode = np.empty(nv, np.int64)
+    vnr = np.empty(nv, np.int64)
+    xo = np.empty(rows.shape[0] + 1, np.int64)
+    xn = np.empty(rows.shape[0] + 1, np.int64)
+    xv = np.empty(rows.shape[0] + 1, np.int64)
+    # (value, node) for each value a node saved, for the version checks (see the end)
+    sv_val = np.empty(rows.shape[0] + nv, np.int64)
+    sv_node = np.empty(rows.shape[0] + nv, np.int64)
+    nsv = 0
+    oo = np.empty(MAX_OUT, np.int64)
+    on = np.empty(MAX_OUT, np.int64)
+    node, ne, no, ns, n64 = counts[0], counts[1], counts[2], counts[3], counts[4]
+    v = 0
+    top = ne0
+    r = 0
+    nrows = rows.shape[0]
+    while r < nrows:
+        op = rows[r]
+        if op == -1:
+            voff[v] = rows[r + 1]
+            vnum[v] = rows[r + 2]
+            vnode[v] = rows[r + 3]
+            vnr[v] = rows[r + 4]
+            v += 1
+            r += 5
+            continue
+        c = node + 1
+        if op == -2:
+            T[0, c] = 0
+            T[1, c] = ACC
+            T[2, c] = 0
+            T[3, c] = 0
+            T[4, c] = 0
+            T[5, c] = 0
+            out_numel[no] = rows[r + 1]
+            no += 1
+            T[6, c] = ne
+            T[7, c] = no
+            T[8, c] = ns
+            node += 1
+            r += 2
+            continue
+        h = op * 7
+        op, ips, ipl, fps, fpl, mask, k = (
+            H[h],
+            H[h + 1],
+            H[h + 2],
+            H[h + 3],
+            H[h + 4],
+            H[h + 5],
+            H[h + 6],
+        )
+        for j in range(k):
+            w = rows[r + 1 + j]
+            xo[j] = voff[w]
+            xn[j] = vnum[w]
+            xv[j] = w
+            edge_node[ne] = vnode[w]
+            edge_input_nr[ne] = vnr[w]
+            ne += 1
+        r += 1 + k
+        nout = _fdispatch(
+            op, S, xo, xn, k, top, iparams[ips : ips + ipl], fparams[fps : fps + fpl], oo, on
+        )
+        for j in range(nout):
+            voff[v] = oo[j]
+            vnum[v] = on[j]
+            vnode[v] = node
+            vnr[v] = j
+            v += 1
+            out_numel[no] = on[j]
+            no += 1
+            if oo[j] + on[j] > top:
+                top = oo[j] + on[j]
+        flags = 0
+        if mask:
+            flags = HAS_SAVED
+            for j in range(k + nout):
+                if j < k:
+                    if not (mask >> j) & 1:
+                        continue
+                    a, m = xo[j], xn[j]
+                    sv_val[nsv] = xv[j]
+                else:
+                    if not (mask >> (16 + j - k)) & 1:
+                        continue
+                    a, m = oo[j - k], on[j - k]
+                    sv_val[nsv] = v - nout + j - k
+                sv_node[nsv] = node
+                nsv += 1
+                if n64 + m > v64.shape[0]:
+                    counts[4] = n64 + m + (nrows + 1) * 16
+                    return GROW, voff, sv_val, sv_node
+                saved_off[ns] = n64
+                saved_addr[ns] = m  # arena values: the length (as Tape.record_node)
+                v64[n64 : n64 + m] = S[a : a + m]
+                n64 += m
+                ns += 1
+        T[0, c] = op
+        T[1, c] = flags
+        T[2, c] = ips
+        T[3, c] = ipl
+        T[4, c] = fps
+        T[5, c] = fpl
+        T[6, c] = ne
+        T[7, c] = no
+        T[8, c] = ns
+        node += 1
+    counts[0], counts[1], counts[2], counts[3], counts[4] = node, ne, no, ns, n64
+    # the nodes that saved each value, by value: sptr[v]..sptr[v + 1] in snode
+    sptr = np.zeros(nv + 1, np.int64)
+    for i in range(nsv):
+        sptr[sv_val[i] + 1] += 1
+    for i in range(nv):
+        sptr[i + 1] += sptr[i]
+    snode = np.empty(nsv, np.int64)
+    fill = sptr[:nv].copy()
+    for i in range(nsv):
+        snode[fill[sv_val[i]]] = sv_node[i]
+        fill[sv_val[i]] += 1
+    return OK, voff, sptr, snode
+
+
+# BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
+# sources hash: c6f67e0205375653
+from ..kernels.registry import OPS as _OPS  # noqa: E402
+
+_f0 = _OPS[0].lazy[1]  # mul
+_f1 = _OPS[1].lazy[1]  # div
+_f2 = _OPS[4].lazy[1]  # add
+_f3 = _OPS[5].lazy[1]  # sub
+_f4 = _OPS[37].lazy[1]  # sum
+_f5 = _OPS[66].lazy[1]  # stack
+_f6 = _OPS[67].lazy[1]  # unbind
+_f7 = _OPS[69].lazy[1]  # matmul
+_f8 = _OPS[81].lazy[1]  # softmax
+_f9 = _OPS[85].lazy[1]  # neg
+
+# fmt: off
+_KIND = np.array(
+    [
+        -1, 0, 1, -1, -1, 2, 3, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, 4, 4, -1, -1, -1, -1, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        -1, -1, -1, 5, 6, -1, 7, 7, -1, 7, 7, -1, -1, -1, -1, -1,
+        -1, -1, 8, 8, -1, -1, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
+        9, 9, 9, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1,
+    ],
+    np.int64,
+)
+# fmt: on
+
+
+@numba.njit(inline="always")
+def _fdispatch(op, S, xo, xn, k, top, ip, fp, oo, on):
+    f = _KIND[op]
+    if f == 0:
+        return _f0(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 1:
+        return _f1(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 2:
+        return _f2(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 3:
+        return _f3(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 4:
+        return _f4(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 5:
+        return _f5(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 6:
+        return _f6(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 7:
+        return _f7(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 8:
+        return _f8(S, xo, xn, k, top, ip, fp, oo, on)
+    elif f == 9:
+        return _f9(S, xo, xn, k, top, ip, fp, oo, on)
+    return 0
+
+
+# END GENERATED DISPATCH
