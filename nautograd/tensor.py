@@ -7,13 +7,16 @@ on and an input requires grad.
 
 import math
 import numbers
+import os
 import threading
+import weakref
 
 import numpy as np
 
 from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
-from .graph.tape import current_tape
+from .graph.tape import ANOMALY, current_tape, forward_stack
+from .graph.tape import _local as _tape_local
 from .kernels import OPS
 from .kernels.registry import COMPOSITES, OP_BY_NAME
 
@@ -77,7 +80,12 @@ class Tensor:
     # created when one is assigned, and read their class defaults until then
     # (_vc, the version counter: a one-item list, shared by views and detached aliases; a slot
     # because views and saved results set it, where a __dict__ cost ~0.3 us to create)
-    __slots__ = ("_data", "_rg", "_tape", "_h", "_out", "_vc", "__dict__", "__weakref__")
+    # (_b, _v, _shape, _src: a deferred result's batch, value id, shape and the tensor its
+    # memory is a run of, see _Lazy; unset on other tensors)
+    __slots__ = (
+        "_data", "_rg", "_tape", "_h", "_out", "_vc", "_b", "_v", "_shape", "_src",
+        "__dict__", "__weakref__",
+    )  # fmt: skip
     _grad = None
     _acc_tape = None
     _acc_h = -1
@@ -154,6 +162,8 @@ class Tensor:
         from .autograd.graph import make_node
 
         tape = self._tape
+        if tape.batch is not None:  # (a deferred node's Python entries come with its run)
+            tape.run_batch()
         return make_node(tape, tape.h2node[self._h])
 
     @property
@@ -566,6 +576,10 @@ def _engine_backward():
 
 def apply(op, *args, **kwargs):
     """Run ``op`` on tensors / arrays / numbers and record it for backward when needed."""
+    if op.lazy is not None and DEFER[0]:
+        t = _lazy(op, args, kwargs)
+        if t is not None:
+            return t
     if len(args) == op.nin:
         # the common case, two (or one) tensors of one floating dtype: no operand conversion,
         # no promotion (~1 us less per op than the general path below)
@@ -676,6 +690,7 @@ def _run(op, args, arrays, dt, rg, kwargs):
     # an op
     if (
         tape.live == tape.acc_live
+        or tape.batch is not None
         or tape.n + k + 1 >= len(tape.op)
         or tape.n - tape.nflushed >= 256
     ):
@@ -894,6 +909,392 @@ def _accumulator(tape, leaf):
 
 
 # ---------------------------------------------------------------------------------------------
+# the deferred forward (graph/deferred.py, DESIGN-NOTES "The deferred forward")
+
+# on unless NAUTOGRAD_DEFER=0 (a list: tests and benchmarks switch it)
+DEFER = [os.environ.get("NAUTOGRAD_DEFER", "1") != "0"]
+DEFER_MAX = 4096  # elements of an input or a result the deferred forward takes
+BATCH_NODES = 1 << 16  # a batch runs when it holds this many nodes
+_DATA = Tensor.__dict__["_data"]  # the slot (a _Lazy's _data is a property over it)
+_SPECS = {}  # (opcode, shapes[, kwargs]) -> the op's lazy spec, or False: not deferred
+_NO_KWARGS = {}  # (never changed)
+
+
+class _Lazy(Tensor):
+    """A tensor whose value a deferred op computes when the tape's batch runs. Reading its
+    ``_data`` (or anything else about its value) runs the batch and turns it into a plain
+    Tensor; the shape and dtype are known without that."""
+
+    __slots__ = ()
+
+    @property
+    def _data(self):
+        return _force(self)
+
+    @_data.setter
+    def _data(self, value):
+        _force(self)
+        _DATA.__set__(self, value)
+
+    @property
+    def shape(self):
+        return Size(self._shape)
+
+    def size(self, dim=None):
+        """The shape, or the size of dimension ``dim``."""
+        if dim is None:
+            return Size(self._shape)
+        from .kernels._shapes import wrap_dim
+
+        return self._shape[wrap_dim("size", dim, len(self._shape))]
+
+    @property
+    def dtype(self):
+        return float64
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    def dim(self):
+        return len(self._shape)
+
+    def numel(self):
+        return math.prod(self._shape)
+
+    nelement = numel
+
+
+def _force(t):
+    """Run ``t``'s batch if it has not run; give ``t`` its value and make it a plain Tensor.
+
+    The value is a copy out of the batch's store (a view would keep the whole store alive),
+    except for the outputs of an op that gives runs of its input (unbind): views of that
+    input's value, as torch's are."""
+    b = t._b
+    if b.S is None:
+        b.tape.run_batch()
+    src = t._src
+    n = math.prod(t._shape)
+    if src is not None:
+        base = src._data
+        if base.flags.c_contiguous:
+            j = t._out
+            a = base.reshape(-1)[j * n : (j + 1) * n].reshape(t._shape)
+        else:
+            o = int(b.voff[t._v])
+            a = b.S[o : o + n].reshape(t._shape).copy()
+    else:
+        o = int(b.voff[t._v])
+        a = b.S[o : o + n].reshape(t._shape).copy()
+    vc = t._vc
+    if vc is None:
+        t._vc = vc = [0]
+    b.tape.note_value_versions(b, t._v, vc, a)
+    _DATA.__set__(t, a)
+    t._b = t._src = None
+    t.__class__ = Tensor
+    return a
+
+
+def _lazy(op, args, kwargs):
+    """Record ``op`` on the tape's batch without running it (graph/deferred.py) and return
+    its result(s) as _Lazy tensors; None when the op must run eagerly: grad mode off, no
+    input that requires grad, an input that is not a float64 tensor (or a Python number) of
+    at most DEFER_MAX elements, shapes or attributes the op's spec does not take (the eager
+    path then raises the op's errors), or a backward running on this thread."""
+    if not _grad_state.enabled:
+        return None
+    try:
+        tape = _tape_local.tape
+    except AttributeError:
+        tape = current_tape()
+    if len(args) == 1:
+        t = _lazy1(op, args[0], kwargs)
+        if t is not None:
+            return t
+    elif len(args) == 2 and not kwargs:
+        t = _lazy2(op, args[0], args[1])
+        if t is not None:
+            return t
+    if op.nin == -1:
+        if len(args) != 1 or (type(args[0]) is not list and type(args[0]) is not tuple):
+            return None
+        seq = args[0]
+        if not seq:
+            return None
+    elif len(args) != op.nin:
+        return None
+    else:
+        seq = args
+    if tape.running:
+        return None
+    shapes = []
+    rg = False
+    for x in seq:
+        tx = type(x)
+        if tx is _Lazy:
+            if x._tape is not tape:
+                return None  # another thread's (the eager path raises)
+            shapes.append(x._shape)
+            rg = True
+        elif tx is Tensor:
+            if x._rg:
+                if x._h >= 0 and x._tape is not tape:
+                    return None
+                rg = True
+            a = x._data
+            if a.dtype is not float64 or a.size > DEFER_MAX:
+                return None
+            shapes.append(a.shape)
+        elif tx is float or tx is int:
+            shapes.append(())
+        else:
+            return None
+    if not rg:
+        return None
+    shapes = tuple(shapes)
+    key = (op.opcode, shapes, tuple(kwargs.items())) if kwargs else (op.opcode, shapes)
+    # (before the head is looked up: a restart forgets the heads with the attribute pools)
+    if tape.live == tape.acc_live and tape.restart_due():  # (it runs the batch first)
+        tape.reserve(0)
+    try:
+        hit = tape.fast.get(key)
+    except TypeError:  # an unhashable attribute
+        return None
+    if hit is None:
+        spec = _SPECS.get(key)
+        if spec is None:
+            try:
+                spec = op.lazy[0](shapes, kwargs)
+            except Exception:
+                spec = None
+            if spec is None or spec[4] > DEFER_MAX * 4:
+                spec = False
+            if len(_SPECS) > 4096:
+                _SPECS.clear()
+            _SPECS[key] = spec
+        if spec is False:
+            return None
+        out, ip, fp, mask, size = spec
+        hit = tape.add_head(key, op.opcode, ip, fp, mask, shapes, kwargs, out, size)
+    b = tape.batch
+    if b is None:
+        if _batches_too_small(tape):
+            return None
+        b = tape.defer_prev = tape.new_batch()
+    elif tape.n - b.n0 >= BATCH_NODES:
+        tape.run_batch()
+        b = tape.new_batch()
+    vs = []
+    for x in seq:
+        if type(x) is _Lazy and x._b is b:
+            vs.append(x._v)
+        else:
+            vs.append(_import(tape, b, x))
+    out = _emit(tape, b, hit, vs, kwargs, seq[0])
+    if ANOMALY.enabled:  # the node keeps its forward call's stack, as Tape.record_node
+        tape.metadata[tape.n - 1] = {"traceback_": forward_stack()}
+    return out
+
+
+SMALL_BATCH = 8  # values: a batch this small costs more to run than its ops eagerly
+SMALL_RUNS = 4  # batches so small in a row, and the next EAGER_SPELL ops starting a batch
+EAGER_SPELL = 256  # run eagerly
+
+
+def reset_small_batch_state(tape):
+    """Forget _batches_too_small's history on `tape` (the tests start each from it, so that
+    which path an op takes does not depend on the tests before)."""
+    tape.defer_skip = tape.defer_small = 0
+    tape.defer_prev = None
+
+
+def _batches_too_small(tape):
+    """Whether an op that would start a batch runs eagerly instead: code that reads a value
+    after every op or two (a custom Function's forward takes its input's value, so a chain of
+    them and deferred ops runs a batch per link) paid ~20 us a run for one or two ops (the
+    custom Function benchmark: 0.49x -> 0.27x torch). After SMALL_RUNS such batches in a
+    row, the next EAGER_SPELL ops that would start one run eagerly, then deferral is tried
+    again. (Tape attributes set here: the tape does not use them.)"""
+    skip = getattr(tape, "defer_skip", 0)
+    if skip:
+        tape.defer_skip = skip - 1
+        return True
+    prev = getattr(tape, "defer_prev", None)
+    if prev is not None and prev.nv < SMALL_BATCH:
+        tape.defer_small = small = getattr(tape, "defer_small", 0) + 1
+        if small >= SMALL_RUNS:
+            tape.defer_small = 0
+            tape.defer_skip = EAGER_SPELL
+            tape.defer_prev = None
+            return True
+    else:
+        tape.defer_small = 0
+    return False
+
+
+def _lazy1(op, x, kwargs):
+    """``_lazy``'s fast path for one input: a deferred value of this thread's batch, and an
+    op already seen with its shape and attributes on this tape (its row head is known).
+    Also called straight from the methods' frontends (_frontend), as _lazy2 from the
+    operators."""
+    if type(x) is not _Lazy:
+        return None
+    b = x._b
+    if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
+        return None
+    tape = x._tape
+    if getattr(_tape_local, "tape", None) is not tape:
+        return None
+    hit = tape.fast.get(
+        (op.opcode, x._shape, tuple(kwargs.items())) if kwargs else (op.opcode, x._shape)
+    )
+    if hit is None or tape.n - b.n0 >= BATCH_NODES:
+        return None
+    hid, out, size, multi, meta = hit
+    if multi:
+        return _emit(tape, b, hit, (x._v,), kwargs, x)
+    b.rows += (hid, x._v)
+    return _result(tape, b, out, size, meta, kwargs)
+
+
+def _lazy2(op, x, y):
+    """``_lazy``'s fast path for two inputs (see _lazy1), without attributes."""
+    if type(x) is not _Lazy or type(y) is not _Lazy:
+        return None
+    b = x._b
+    if y._b is not b or b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
+        return None
+    tape = x._tape
+    if getattr(_tape_local, "tape", None) is not tape:
+        return None
+    hit = tape.fast.get((op.opcode, x._shape, y._shape))
+    if hit is None or tape.n - b.n0 >= BATCH_NODES:
+        return None
+    hid, out, size, multi, meta = hit
+    if multi:
+        return _emit(tape, b, hit, (x._v, y._v), None, x)
+    b.rows += (hid, x._v, y._v)
+    return _result(tape, b, out, size, meta, None)
+
+
+def _result(tape, b, out, size, meta, kwargs):
+    """The single result of the op whose row was just appended to batch ``b``: its node,
+    the tape's per-node entries, its value id and its tensor."""
+    node = tape.n
+    tape.n = node + 1
+    b.meta.append(meta)
+    if kwargs:
+        b.kwargs.append((node, kwargs))
+    b.size += size
+    t = _new(_Lazy)
+    t._b = b
+    t._v = v = b.nv
+    b.nv = v + 1
+    t._shape = out
+    t._src = None
+    t._rg = True
+    t._tape = tape
+    t._out = 0
+    t._vc = None
+    tape.live += 1
+    if tape.free_h:
+        t._h = h = tape.free_h.pop()
+        tape.h2node[h] = node
+    else:
+        t._h = len(tape.h2node)
+        tape.h2node.append(node)
+    return t
+
+
+def _emit(tape, b, hit, vs, kwargs, x):
+    """Append the row of an op (``hit``: its head, see Tape.add_head; ``vs``: its input
+    value ids) to batch ``b``; its result(s). ``x``: the first input, whose memory a
+    multi-output op's outputs are runs of."""
+    hid, out, size, multi, meta = hit
+    b.rows.append(hid)
+    b.rows += vs
+    if not multi:
+        return _result(tape, b, out, size, meta, kwargs)
+    # several outputs: consecutive runs of x (unbind), views sharing its version counter
+    node = tape.n
+    tape.n = node + 1
+    b.meta.append(meta)
+    if kwargs:
+        b.kwargs.append((node, kwargs))
+    vc = x._vc
+    if vc is None:
+        x._vc = vc = [0]
+    v = b.nv
+    b.nv = v + len(out)
+    b.out_shapes.append((node, out))
+    h2node, free_h = tape.h2node, tape.free_h
+    tape.live += len(out)
+    results = []
+    for j, shape in enumerate(out):
+        t = _new(_Lazy)
+        t._b = b
+        t._v = v + j
+        t._shape = shape
+        t._src = x
+        t._rg = True
+        t._tape = tape
+        t._out = j
+        t._vc = vc
+        if free_h:
+            t._h = h = free_h.pop()
+            h2node[h] = node
+        else:
+            t._h = len(h2node)
+            h2node.append(node)
+        results.append(t)
+    return tuple(results)
+
+
+def _import(tape, b, x):
+    """The value id of ``x`` (a tensor from outside the batch, or a number) in batch ``b``:
+    its value is copied now, at each use, as an eager op reads its operands' memory when it
+    is called (a raw numpy write between two uses must reach the second, as gradcheck's
+    perturbations do); its edge is its node, its leaf's AccumulateGrad node (a row of the
+    batch when new), or none."""
+    if type(x) is float or type(x) is int:
+        v = b.nv
+        b.nv = v + 1
+        b.rows += (-1, b.nimp, 1, -1, 0)
+        b.arrays.append(np.array((x,), float64))
+        b.nimp += 1
+        return v
+    a = x._data
+    if not x._rg:
+        node = -1
+    elif x._h >= 0:
+        node = tape.h2node[x._h]
+    elif x._acc_tape is tape:
+        node = tape.h2node[x._acc_h]
+    else:  # the leaf's AccumulateGrad node, new: a row of the batch (as _accumulator)
+        if x._acc_tape is not None:
+            x._acc_tape.drop_acc_handle(x._acc_h)
+        node = tape.n
+        tape.n = node + 1
+        b.rows += (-2, a.size)
+        b.meta.append(None)
+        b.objs.append((node, weakref.ref(x)))
+        x._acc_tape = tape
+        x._acc_h = tape.new_acc_handle(node)
+    v = b.nv
+    b.nv = v + 1
+    b.rows += (-1, b.nimp, a.size, node, x._out if x._h >= 0 else 0)
+    b.arrays.append(np.array(a, float64).reshape(-1))
+    b.nimp += a.size
+    vc = x._vc
+    if vc is None:
+        x._vc = vc = [0]
+    b.watch.append((vc, vc[0], a, v))  # (Tape._note_batch_versions)
+    return v
+
+
+# ---------------------------------------------------------------------------------------------
 # the public op functions and Tensor methods, derived from the op table
 
 FUNCTIONS = {}
@@ -920,6 +1321,7 @@ def _frontend(op):
         import inspect
 
         nin = op.nin
+        lazy = op.lazy is not None
         # names of the attributes a caller may pass positionally after the tensors
         names = [
             p.name
@@ -939,6 +1341,10 @@ def _frontend(op):
                         raise TypeError(f"{op.name}() got multiple values for argument '{name}'")
                     kwargs[name] = v
                 args = args[:nin]
+            if lazy and len(args) == 1:
+                t = _lazy1(op, args[0], kwargs)
+                if t is not None:
+                    return t
             return apply(op, *args, **kwargs)
 
     f.__name__ = f.__qualname__ = op.name
@@ -954,6 +1360,22 @@ def _dunder(op, name, f):
         if reflected:
             return lambda self, other: f(other, self)
         return f
+    if op.lazy is not None:  # the deferred forward's fast paths first (~0.2 us less an op)
+        if op.nin == 1:
+
+            def unary(self):
+                t = _lazy1(op, self, _NO_KWARGS)
+                return apply(op, self) if t is None else t
+
+            return unary
+
+        def binary(self, other):
+            t = _lazy2(op, other, self) if reflected else _lazy2(op, self, other)
+            if t is not None:
+                return t
+            return apply(op, other, self) if reflected else apply(op, self, other)
+
+        return binary
     if op.nin == 1:
         return lambda self: apply(op, self)
     if reflected:

@@ -1,7 +1,19 @@
+import sys
+
 import numpy as np
 import pytest
+
+import nautograd  # noqa: F401
+from nautograd.graph.tape import current_tape
 
 
 @pytest.fixture
 def rng():
     return np.random.default_rng(1234)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_deferral_history():
+    """Each test starts with the main thread's tape not in an eager spell of the deferred
+    forward (tensor._batches_too_small): the path an op takes does not depend on test order."""
+    sys.modules["nautograd.tensor"].reset_small_batch_state(current_tape())

@@ -1,0 +1,189 @@
+"""The deferred forward (graph/deferred.py): small float64 ops record a row and compute when a
+value or the graph is needed. Every op-table test in float64 also runs through it; these
+check that it is taken, and the places where its laziness could show."""
+
+import sys
+import threading
+
+import numpy as np
+import pytest
+import torch
+
+import nautograd as ng
+from nautograd.graph.tape import current_tape
+
+tensor_module = sys.modules["nautograd.tensor"]  # (ng.tensor is the function)
+
+
+def _deferred(t):
+    return type(t) is tensor_module._Lazy
+
+
+def close(a, b, tol=1e-12):
+    a = a.detach().numpy() if hasattr(a, "detach") else a
+    b = b.detach().numpy() if hasattr(b, "detach") else b
+    np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_small_float64_ops_are_deferred_until_a_value_is_read():
+    x = ng.tensor([0.5, -1.0, 2.0], dtype=ng.float64, requires_grad=True)
+    y = ng.nn.functional.softplus(x) * x + 1.0
+    assert _deferred(y) and current_tape().batch is not None
+    assert y.shape == (3,) and y.dtype == ng.float64  # known without running the batch
+    assert current_tape().batch is not None
+    value = y.tolist()  # reading it runs the batch
+    assert current_tape().batch is None and not _deferred(y)
+    xt = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64)
+    close(np.array(value), torch.nn.functional.softplus(xt) * xt + 1.0)
+
+
+def test_deferred_graphs_match_torch_values_and_gradients_with_random_cotangents():
+    rng = np.random.default_rng(0)
+    w0, h0, xs = (
+        rng.standard_normal((5, 5)) / 2,
+        rng.standard_normal(5),
+        rng.standard_normal((6, 5)),
+    )
+    g = rng.standard_normal(4)
+
+    def run(lib):
+        F = lib.nn.functional
+        w = lib.tensor(w0, requires_grad=True)
+        h = h_leaf = lib.tensor(h0, requires_grad=True)
+        for x in xs:
+            h = lib.tanh(w @ h + lib.tensor(x)) * 0.9 - h / 3.0
+        s = lib.stack([h.sum(), h.mean(), F.softplus(h).sum(), (h * h).sum()])
+        parts = lib.softmax(s, 0).unbind(0)
+        out = lib.stack([parts[0] * 2.0, parts[1].exp(), F.log_softmax(s, 0)[2], parts[3]])
+        (out * lib.tensor(g)).sum().backward()
+        return out, w.grad, h_leaf.grad
+
+    for ng_result, torch_result in zip(run(ng), run(torch), strict=True):
+        close(ng_result, torch_result)
+
+
+def test_an_input_written_through_numpy_between_two_uses_reaches_the_second():
+    # each use copies the input when it is recorded, as an eager op reads its operands then
+    x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)
+    a = x * 1.0
+    x.detach().numpy()[0] = 10.0
+    b = x * 1.0
+    assert _deferred(a) and _deferred(b)
+    assert a.tolist() == [1.0, 2.0]
+    assert b.tolist() == [10.0, 2.0]
+
+
+def test_an_unbound_output_is_a_view_of_its_input_once_read():
+    x = ng.tensor([1.0, 2.0, 3.0], dtype=ng.float64, requires_grad=True)
+    y = x * 2.0
+    first, second, third = y.unbind(0)
+    assert _deferred(second)
+    with ng.no_grad():
+        second.mul_(10.0)  # torch's unbind gives views: y changes with it
+    assert y.tolist() == [2.0, 40.0, 6.0]
+    assert y._version == second._version == 1
+
+
+def test_a_deferred_result_changed_in_place_after_it_was_read_raises_in_backward():
+    for lib in (ng, torch):
+        x = lib.tensor([0.1, 0.2, 0.3], dtype=lib.float64, requires_grad=True)
+        y = x.exp()  # saves its result
+        with lib.no_grad():
+            y.mul_(2.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            y.sum().backward()
+
+
+def test_an_input_changed_in_place_before_the_batch_ran_raises_in_backward():
+    # the version was read when the op was recorded, not when its batch ran
+    for lib in (ng, torch):
+        w = lib.tensor([0.5, 1.5], dtype=lib.float64, requires_grad=True)
+        x = lib.tensor([2.0, 3.0], dtype=lib.float64)
+        y = (w * x).sum()
+        with lib.no_grad():
+            x.mul_(2.0)
+        with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+            y.backward()
+
+
+def test_the_switch_turns_the_deferred_forward_off():
+    tensor_module.DEFER[0] = False
+    try:
+        x = ng.tensor([0.5, 1.0], dtype=ng.float64, requires_grad=True)
+        y = x.tanh() * x
+        assert not _deferred(y)
+    finally:
+        tensor_module.DEFER[0] = True
+    y.sum().backward()
+    close(x.grad, np.tanh([0.5, 1.0]) + np.array([0.5, 1.0]) / np.cosh([0.5, 1.0]) ** 2)
+
+
+def test_float32_big_and_no_grad_ops_run_eagerly():
+    x32 = ng.ones(3, dtype=ng.float32, requires_grad=True)
+    big = ng.ones(tensor_module.DEFER_MAX + 1, dtype=ng.float64, requires_grad=True)
+    small = ng.ones(3, dtype=ng.float64, requires_grad=True)
+    assert not _deferred(x32 * 2.0)
+    assert not _deferred(big * 2.0)
+    with ng.no_grad():
+        assert not _deferred(small * 2.0)
+    assert _deferred(small * 2.0)
+
+
+def test_a_deferred_result_used_on_another_thread_raises_as_an_eager_one():
+    x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)
+    y = x * 3.0
+    assert _deferred(y)
+    errors = []
+
+    def other():
+        try:
+            y * 2.0
+        except RuntimeError as e:
+            errors.append(str(e))
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert errors and "another thread's tape" in errors[0]
+
+
+def test_grad_fn_and_hooks_of_a_deferred_result():
+    x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)
+    y = x * x
+    assert _deferred(y)
+    assert y.grad_fn.name() == "MulBackward0"
+    seen = []
+    z = y.sin()
+    z.register_hook(lambda g: seen.append(g.tolist()))
+    z.retain_grad()
+    z.sum().backward()
+    assert seen == [[1.0, 1.0]]
+    close(z.grad, np.ones(2))
+    close(x.grad, np.cos([1.0, 4.0]) * 2 * np.array([1.0, 2.0]))
+
+
+def test_anomaly_mode_keeps_the_forward_stack_of_deferred_nodes():
+    x = ng.tensor([1.0, -1.0], dtype=ng.float64, requires_grad=True)
+    with ng.autograd.detect_anomaly():
+        y = x.sqrt()  # nan at -1
+        assert _deferred(y)
+        assert "test_deferred.py" in "".join(y.grad_fn.metadata["traceback_"])
+
+
+def test_code_that_reads_a_value_after_every_op_stops_deferring_for_a_while():
+    # each deferred op here starts a batch the next line runs at once: after a few such
+    # batches the ops run eagerly (a batch of one op cost ~20 us to run)
+    x = ng.tensor([0.5, 1.0], dtype=ng.float64, requires_grad=True)
+    kinds = []
+    for _ in range(3 * tensor_module.SMALL_RUNS):
+        y = x * 2.0
+        kinds.append(_deferred(y))
+        y.tolist()
+    assert kinds[0] and not kinds[-1]
+    # ops that keep recording without reading defer again after the spell
+    for _ in range(tensor_module.EAGER_SPELL):
+        x * 2.0
+    h = x
+    for _ in range(20):
+        h = h * 0.5 + x
+    assert _deferred(h)
