@@ -1009,6 +1009,8 @@ def _lazy(op, args, kwargs):
         tape = _tape_local.tape
     except AttributeError:
         tape = current_tape()
+    if tape.batch is None and _batches_too_small(tape):
+        return None
     if len(args) == 1:
         t = _lazy1(op, args[0], kwargs)
         if t is not None:
@@ -1080,8 +1082,6 @@ def _lazy(op, args, kwargs):
         hit = tape.add_head(key, op.opcode, ip, fp, mask, shapes, kwargs, out, size)
     b = tape.batch
     if b is None:
-        if _batches_too_small(tape):
-            return None
         b = tape.defer_prev = tape.new_batch()
     elif tape.n - b.n0 >= BATCH_NODES:
         tape.run_batch()
@@ -1099,38 +1099,47 @@ def _lazy(op, args, kwargs):
 
 
 SMALL_BATCH = 8  # values: a batch this small costs more to run than its ops eagerly
-SMALL_RUNS = 4  # batches so small in a row, and the next EAGER_SPELL ops starting a batch
-EAGER_SPELL = 256  # run eagerly
+SMALL_RUNS = 4  # batches so small in a row start a spell of eager ops
+EAGER_SPELL = 256  # ops in the first spell; each spell that follows without a big batch
+EAGER_SPELL_MAX = 8192  # between them is twice as long, up to this many
 
 
 def reset_small_batch_state(tape):
     """Forget _batches_too_small's history on `tape` (the tests start each from it, so that
     which path an op takes does not depend on the tests before)."""
     tape.defer_skip = tape.defer_small = 0
+    tape.defer_spell = EAGER_SPELL
     tape.defer_prev = None
 
 
 def _batches_too_small(tape):
-    """Whether an op that would start a batch runs eagerly instead: code that reads a value
+    """Whether an op called while no batch is open runs eagerly: code that reads a value
     after every op or two (a custom Function's forward takes its input's value, so a chain of
-    them and deferred ops runs a batch per link) paid ~20 us a run for one or two ops (the
+    them and deferred ops runs a batch per link) paid ~35 us a batch for one or two ops (the
     custom Function benchmark: 0.49x -> 0.27x torch). After SMALL_RUNS such batches in a
-    row, the next EAGER_SPELL ops that would start one run eagerly, then deferral is tried
-    again. (Tape attributes set here: the tape does not use them.)"""
+    row, the next ops called with no batch open run eagerly for a spell (checked before
+    anything else, so that they pay ~0.2 us for it), then deferral is tried again. A spell
+    that follows another without a batch of SMALL_BATCH values or more between them lasts
+    twice as long, up to EAGER_SPELL_MAX ops (~50 ms of eager ops). (Tape attributes set
+    here: the tape does not use them.)"""
     skip = getattr(tape, "defer_skip", 0)
     if skip:
         tape.defer_skip = skip - 1
         return True
     prev = getattr(tape, "defer_prev", None)
-    if prev is not None and prev.nv < SMALL_BATCH:
-        tape.defer_small = small = getattr(tape, "defer_small", 0) + 1
-        if small >= SMALL_RUNS:
+    if prev is not None:  # the batch that ran last, counted once
+        tape.defer_prev = None
+        if prev.nv >= SMALL_BATCH:
             tape.defer_small = 0
-            tape.defer_skip = EAGER_SPELL
-            tape.defer_prev = None
-            return True
-    else:
-        tape.defer_small = 0
+            tape.defer_spell = EAGER_SPELL
+        else:
+            tape.defer_small = small = getattr(tape, "defer_small", 0) + 1
+            if small >= SMALL_RUNS:
+                spell = getattr(tape, "defer_spell", EAGER_SPELL)
+                tape.defer_small = 0
+                tape.defer_skip = spell
+                tape.defer_spell = min(2 * spell, EAGER_SPELL_MAX)
+                return True
     return False
 
 

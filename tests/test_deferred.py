@@ -187,3 +187,32 @@ def test_code_that_reads_a_value_after_every_op_stops_deferring_for_a_while():
     for _ in range(20):
         h = h * 0.5 + x
     assert _deferred(h)
+
+
+def test_each_eager_spell_that_follows_another_lasts_longer_until_a_big_batch():
+    x = ng.tensor([0.5, 1.0], dtype=ng.float64, requires_grad=True)
+
+    def starts_of_deferred_runs(n):
+        # the op numbers where a run of deferred ops begins, when each result is read at once
+        kinds = []
+        for _ in range(n):
+            y = x * 2.0
+            kinds.append(_deferred(y))
+            y.tolist()
+        return [i for i, k in enumerate(kinds) if k and (i == 0 or not kinds[i - 1])]
+
+    spell = tensor_module.EAGER_SPELL
+    starts = starts_of_deferred_runs(2 * spell + 3 * spell + 20)
+    assert len(starts) == 3
+    # each run: SMALL_RUNS deferred ops, the op that starts the spell, the spell
+    assert starts[1] - starts[0] == tensor_module.SMALL_RUNS + 1 + spell
+    assert starts[2] - starts[1] == tensor_module.SMALL_RUNS + 1 + 2 * spell
+    # a graph that records many ops before its value is read: the next spell is the first's
+    while not _deferred(x * 2.0):
+        pass
+    h = x
+    for _ in range(20):
+        h = h * 0.5 + x
+    h.tolist()
+    starts = starts_of_deferred_runs(spell + 20)
+    assert starts[1] - starts[0] == tensor_module.SMALL_RUNS + 1 + spell
