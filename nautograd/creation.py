@@ -6,7 +6,7 @@ import numbers
 import numpy as np
 
 from ._random import generator, manual_seed  # noqa: F401  (manual_seed is public)
-from .tensor import _GRAD_DTYPES, Tensor, _wrap
+from .tensor import _GRAD_DTYPES, Tensor, _expose, _wrap
 
 _DEFAULT_FLOAT = np.dtype(np.float64)
 
@@ -58,7 +58,9 @@ def from_numpy(a):
     """A tensor sharing memory with the numpy array ``a``."""
     if not isinstance(a, np.ndarray):
         raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
-    return _wrap(a)
+    t = _wrap(a)
+    _expose(t)
+    return t
 
 
 def zeros(*size, dtype=None, requires_grad=False):

@@ -15,7 +15,7 @@ import numpy as np
 
 from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
-from .graph.tape import ANOMALY, current_tape, forward_stack
+from .graph.tape import ANOMALY, SMALL, address_of, current_tape, forward_stack
 from .graph.tape import _local as _tape_local
 from .kernels import OPS
 from .kernels.registry import COMPOSITES, OP_BY_NAME
@@ -102,6 +102,11 @@ class Tensor:
         self._h = -1
         self._out = 0
         self._vc = None
+        if isinstance(data, Tensor):  # another tensor's memory
+            _expose(self)
+            _expose(data)
+        elif a is data or a.base is not None:  # the caller's array, or a buffer's memory
+            _expose(self)
         if requires_grad:
             self.requires_grad = True
 
@@ -265,6 +270,9 @@ class Tensor:
     @data.setter
     def data(self, value):
         self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+        _expose(self)
+        if isinstance(value, Tensor):
+            _expose(value)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Accumulate the gradients of this tensor into the leaves' ``.grad`` (see
@@ -349,6 +357,7 @@ class Tensor:
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead."
             )
+        _expose(self)
         return self._data
 
     def __array__(self, dtype=None, copy=None):
@@ -510,6 +519,19 @@ def _wrap(a, requires_grad=False):
 
 
 _new = object.__new__
+
+
+def _expose(t):
+    """Note that numpy code outside nautograd can write ``t``'s memory (``numpy()``,
+    ``from_numpy``, ``Tensor(array)``, ``.data =``, gradcheck's perturbations): a second
+    item on its version counter, shared with its views and detached aliases. The deferred
+    forward then copies ``t`` at each use instead of once a batch (``_import``): such a write
+    changes no version, and an eager op would have read the memory when it was called."""
+    vc = t._vc
+    if vc is None:
+        t._vc = [0, 1]
+    elif len(vc) == 1:
+        vc.append(1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1169,22 +1191,49 @@ def _lazy1(op, x, kwargs):
 
 
 def _lazy2(op, x, y):
-    """``_lazy``'s fast path for two inputs (see _lazy1), without attributes."""
-    if type(x) is not _Lazy or type(y) is not _Lazy:
+    """``_lazy``'s fast path for two inputs (see _lazy1), without attributes; one of them may
+    be a tensor from outside the batch that it has already imported (an RNN's weight)."""
+    tx = type(x)
+    ty = type(y)
+    if tx is _Lazy:
+        b = x._b
+        if ty is _Lazy:
+            if y._b is not b:
+                return None
+            vy = y._v
+            sy = y._shape
+        elif ty is Tensor:
+            vy = _reuse(x._tape, b, y)
+            if vy < 0:
+                return None
+            sy = y._data.shape
+        else:
+            return None
+        vx = x._v
+        sx = x._shape
+        tape = x._tape
+    elif ty is _Lazy and tx is Tensor:
+        b = y._b
+        tape = y._tape
+        vx = _reuse(tape, b, x)
+        if vx < 0:
+            return None
+        sx = x._data.shape
+        vy = y._v
+        sy = y._shape
+    else:
         return None
-    b = x._b
-    if y._b is not b or b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
+    if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
         return None
-    tape = x._tape
     if getattr(_tape_local, "tape", None) is not tape:
         return None
-    hit = tape.fast.get((op.opcode, x._shape, y._shape))
+    hit = tape.fast.get((op.opcode, sx, sy))
     if hit is None or tape.n - b.n0 >= BATCH_NODES:
         return None
     hid, out, size, multi, meta = hit
     if multi:
-        return _emit(tape, b, hit, (x._v, y._v), None, x)
-    b.rows += (hid, x._v, y._v)
+        return _emit(tape, b, hit, (vx, vy), None, x)
+    b.rows += (hid, vx, vy)
     return _result(tape, b, out, size, meta, None)
 
 
@@ -1263,14 +1312,17 @@ def _emit(tape, b, hit, vs, kwargs, x):
 
 def _import(tape, b, x):
     """The value id of ``x`` (a tensor from outside the batch, or a number) in batch ``b``:
-    its value is copied now, at each use, as an eager op reads its operands' memory when it
-    is called (a raw numpy write between two uses must reach the second, as gradcheck's
-    perturbations do); its edge is its node, its leaf's AccumulateGrad node (a row of the
-    batch when new), or none."""
+    its edge is its node, its leaf's AccumulateGrad node (a row of the batch when new), or
+    none. Its value is copied into the batch at its first use, as an eager op reads its
+    operands' memory when it is called; a later use in the batch takes the same value while
+    ``x`` has the same array and version and no numpy code can write its memory (``_expose``;
+    otherwise each use copies: a raw write between two uses must reach the second, as
+    gradcheck's perturbations do). Saved by a node, an input of more than SMALL elements is
+    kept by address, as the eager path keeps it (Tape._note_batch_versions)."""
     if type(x) is float or type(x) is int:
         v = b.nv
         b.nv = v + 1
-        b.rows += (-1, b.nimp, 1, -1, 0)
+        b.rows += (-1, b.nimp, 1, -1, 0, 0)
         b.arrays.append(np.array((x,), float64))
         b.nimp += 1
         return v
@@ -1291,16 +1343,51 @@ def _import(tape, b, x):
         b.objs.append((node, weakref.ref(x)))
         x._acc_tape = tape
         x._acc_h = tape.new_acc_handle(node)
-    v = b.nv
-    b.nv = v + 1
-    b.rows += (-1, b.nimp, a.size, node, x._out if x._h >= 0 else 0)
-    b.arrays.append(np.array(a, float64).reshape(-1))
-    b.nimp += a.size
+    nr = x._out if x._h >= 0 else 0
     vc = x._vc
     if vc is None:
         x._vc = vc = [0]
-    b.watch.append((vc, vc[0], a, v))  # (Tape._note_batch_versions)
+    v = _reuse(tape, b, x)
+    if v >= 0:
+        return v
+    v = b.nv
+    b.nv = v + 1
+    m = a.size
+    addr = address_of(a) if m > SMALL and a.flags.c_contiguous else 0
+    b.rows += (-1, b.nimp, m, node, nr, addr)
+    b.arrays.append(np.array(a, float64).reshape(-1))
+    b.nimp += m
+    b.watch.append((vc, vc[0], a, v, addr))  # (Tape._note_batch_versions)
+    if len(vc) == 1:  # (weakly: a dead leaf must release its AccumulateGrad handle)
+        b.imported[id(x)] = (weakref.ref(x), a, vc[0], node, nr, v)
     return v
+
+
+def _reuse(tape, b, x):
+    """The value id of tensor ``x``'s import into batch ``b`` if a later use may take it (see
+    _import: the same array, version and edge, and memory no numpy code can write); else -1."""
+    imported = b.imported  # (None once the batch ran)
+    if imported is None:
+        return -1
+    seen = imported.get(id(x))  # (weakref to x, array, version, node, output, value id)
+    if seen is None or seen[0]() is not x or seen[1] is not x._data:
+        return -1
+    vc = x._vc
+    if vc is None or len(vc) != 1 or seen[2] != vc[0]:
+        return -1
+    if not x._rg:
+        node = -1
+    elif x._h >= 0:
+        if x._tape is not tape:
+            return -1
+        node = tape.h2node[x._h]
+    elif x._acc_tape is tape:
+        node = tape.h2node[x._acc_h]
+    else:
+        return -1
+    if seen[3] != node or seen[4] != (x._out if x._h >= 0 else 0):
+        return -1
+    return seen[5]
 
 
 # ---------------------------------------------------------------------------------------------

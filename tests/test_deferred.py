@@ -73,6 +73,70 @@ def test_an_input_written_through_numpy_between_two_uses_reaches_the_second():
     assert b.tolist() == [10.0, 2.0]
 
 
+def test_an_input_used_twice_in_a_batch_is_copied_once():
+    w = ng.tensor(np.linspace(-1, 1, 20), requires_grad=True)
+    x = ng.tensor(np.linspace(0, 1, 20))
+    y = (w * x).tanh() * w + w
+    assert _deferred(y)
+    batch = current_tape().batch
+    assert len(batch.arrays) == 2  # w and x, once each
+    g = np.linspace(1, 2, 20)
+    y.backward(ng.tensor(g))
+    wt = torch.tensor(np.linspace(-1, 1, 20), requires_grad=True)
+    xt = torch.tensor(np.linspace(0, 1, 20))
+    yt = (wt * xt).tanh() * wt + wt
+    yt.backward(torch.tensor(g))
+    close(y, yt)
+    close(w.grad, wt.grad)
+
+
+def test_a_from_numpy_input_written_between_two_uses_reaches_the_second():
+    a = np.array([1.0, 2.0])
+    x = ng.from_numpy(a).requires_grad_()
+    first = x * 1.0
+    a[0] = 10.0
+    second = x * 1.0
+    assert _deferred(first) and _deferred(second)
+    assert first.tolist() == [1.0, 2.0]
+    assert second.tolist() == [10.0, 2.0]
+
+
+def test_an_input_changed_in_place_between_two_uses_in_a_batch():
+    # the second use reads the new value; a node that saved the old one raises in backward
+    for lib in (ng, torch):
+        w = lib.tensor(np.linspace(-1, 1, 20), requires_grad=True)
+        x = lib.tensor(np.linspace(0, 1, 20))
+        first = w * x  # saves x
+        with lib.no_grad():
+            x.add_(1.0)
+        second = w * x
+        close(second.detach(), np.linspace(-1, 1, 20) * (np.linspace(0, 1, 20) + 1.0))
+        with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+            (first + second).sum().backward()
+
+
+def test_a_big_input_saved_by_a_deferred_node_is_kept_by_reference_as_torch_keeps_it():
+    # a saved input of more than 16 elements is kept as the eager path and torch keep it: its
+    # own memory (a raw write before backward reaches the gradient), its version checked
+    results = []
+    for lib in (ng, torch):
+        a = np.eye(6) * 0.5
+        W = lib.from_numpy(a).requires_grad_()
+        h = lib.tensor(np.arange(6.0), requires_grad=True)
+        out = (W @ h).sum()
+        a *= 2.0  # no version change
+        out.backward()
+        results.append(h.grad)
+        W = lib.tensor(np.eye(6) * 0.5, requires_grad=True)
+        out = (W @ h).sum()
+        with lib.no_grad():
+            W.mul_(2.0)
+        with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+            out.backward()
+    close(results[0], results[1])
+    close(results[0], np.ones(6))
+
+
 def test_an_unbound_output_is_a_view_of_its_input_once_read():
     x = ng.tensor([1.0, 2.0, 3.0], dtype=ng.float64, requires_grad=True)
     y = x * 2.0

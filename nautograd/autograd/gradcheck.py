@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from ..tensor import Tensor, _wrap
+from ..tensor import Tensor, _expose, _wrap
 from .engine import grad as _grad
 from .function import Function
 
@@ -154,6 +154,7 @@ def _numerical_jacobian(func, inputs, eps):
     result = []
     for t in _diff_inputs(inputs):
         data = t._data  # perturbed in place, as torch perturbs ``.data``
+        _expose(t)
         columns = None
         for k in range(data.size):
             idx = np.unravel_index(k, data.shape)
@@ -270,6 +271,7 @@ def _fast_gradcheck(func, func_out, inputs, outputs, eps, rtol, atol, check_grad
     jvps = []  # [input i][output k]: J_k u_i from central differences
     for t, u in zip(diff, all_u, strict=True):
         data = t._data
+        _expose(t)  # (perturbed in place)
         orig = data.copy()
         du = u.reshape(data.shape) * eps
 

@@ -11,9 +11,12 @@ forward and its node cost 5-8 us (DESIGN-NOTES "The deferred forward").
 
 Rows (int64, flat):
 
-    -1, offset, numel, node, input_nr     an input from outside the batch: its value sits at
-                                          ``offset`` of ``E`` (copied there when recorded);
-                                          node -1 for a constant
+    -1, offset, numel, node, input_nr, address
+                                          an input from outside the batch: its value sits at
+                                          ``offset`` of ``S`` (copied there when recorded);
+                                          node -1 for a constant; a node that saves it keeps
+                                          it by ``address`` (its array's, kept alive by
+                                          Python), or copies it into the arena (address 0)
     -2, numel                             an AccumulateGrad node (a leaf first used here)
     head, v_1 .. v_k                      an op on values v_1..v_k (value ids count the
                                           imports and every op's outputs, in row order);
@@ -49,6 +52,7 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
     vnum = np.empty(nv, np.int64)
     vnode = np.empty(nv, np.int64)
     vnr = np.empty(nv, np.int64)
+    vaddr = np.zeros(nv, np.int64)
     xo = np.empty(rows.shape[0] + 1, np.int64)
     xn = np.empty(rows.shape[0] + 1, np.int64)
     xv = np.empty(rows.shape[0] + 1, np.int64)
@@ -70,8 +74,9 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
             vnum[v] = rows[r + 2]
             vnode[v] = rows[r + 3]
             vnr[v] = rows[r + 4]
+            vaddr[v] = rows[r + 5]
             v += 1
-            r += 5
+            r += 6
             continue
         c = node + 1
         if op == -2:
@@ -130,6 +135,13 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
                         continue
                     a, m = xo[j], xn[j]
                     sv_val[nsv] = xv[j]
+                    if vaddr[xv[j]]:  # by address, as Tape.record_node keeps big values
+                        sv_node[nsv] = node
+                        nsv += 1
+                        saved_off[ns] = -1
+                        saved_addr[ns] = vaddr[xv[j]]
+                        ns += 1
+                        continue
                 else:
                     if not (mask >> (16 + j - k)) & 1:
                         continue
@@ -171,7 +183,7 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: c6f67e0205375653
+# sources hash: f5b52c756c9e5183
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _f0 = _OPS[0].lazy[1]  # mul

@@ -586,7 +586,7 @@ class Tape:
         self.meta += b.meta
         self.kwargs.update(b.kwargs)
         self.out_shapes.update(b.out_shapes)
-        b.rows = b.arrays = b.meta = b.objs = b.kwargs = b.out_shapes = None
+        b.rows = b.arrays = b.meta = b.objs = b.kwargs = b.out_shapes = b.imported = None
         self._new_pending()
         if b.watch:
             self._note_batch_versions(b.watch, sptr, snode, b.changes0)
@@ -596,14 +596,19 @@ class Tape:
 
     def _note_batch_versions(self, watch, sptr, snode, changes0):
         """Version entries (see ``versions``) for the batch's inputs from outside that its
-        nodes saved (``watch``: (version counter, version, array, value id) per input), as
-        ``tensor._note_versions`` makes for eager nodes."""
+        nodes saved (``watch``: (version counter, version, array, value id, address) per
+        input), as ``tensor._note_versions`` makes for eager nodes; a node that saved one by
+        address keeps its array in ``obj``."""
         vs = np.fromiter((w[3] for w in watch), np.int64, len(watch))
         counts = sptr[vs + 1] - sptr[vs]
         versions = self.versions
+        obj = self.obj
         for i in np.flatnonzero(counts).tolist():
-            vc, version, a, v = watch[i]
+            vc, version, a, v, addr = watch[i]
             for node in snode[sptr[v] : sptr[v + 1]].tolist():
+                if addr:  # (the node is in ``heavy`` with its version entry)
+                    kept = obj[node]
+                    obj[node] = (a,) if kept is None else kept + (a,)
                 # (the versions were read when the batch was recorded: a change since then,
                 # before this run, must make backward check them)
                 if not versions or changes0 < self.versions_since:
@@ -798,7 +803,8 @@ class Batch:
 
     __slots__ = (
         "tape", "n0", "rows", "nv", "size", "arrays", "nimp", "meta", "objs",
-        "kwargs", "out_shapes", "watch", "changes0", "S", "voff", "sptr", "snode", "epoch",
+        "kwargs", "out_shapes", "watch", "imported", "changes0", "S", "voff", "sptr", "snode",
+        "epoch",
     )  # fmt: skip
 
     def __init__(self, tape):
@@ -814,6 +820,7 @@ class Batch:
         self.kwargs = []
         self.out_shapes = []
         self.watch = []
+        self.imported = {}  # id(tensor) -> its import (tensor.py _import)
         self.changes0 = _in_place_changes()
         self.S = self.voff = self.sptr = self.snode = None
         self.epoch = -1
