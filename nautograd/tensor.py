@@ -357,8 +357,9 @@ class Tensor:
                 "Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() "
                 "instead."
             )
+        a = self._data  # (a deferred tensor gets its value, and maybe a shared counter, first)
         _expose(self)
-        return self._data
+        return a
 
     def __array__(self, dtype=None, copy=None):
         a = self.numpy()

@@ -90,15 +90,28 @@ def test_an_input_used_twice_in_a_batch_is_copied_once():
     close(w.grad, wt.grad)
 
 
-def test_a_from_numpy_input_written_between_two_uses_reaches_the_second():
-    a = np.array([1.0, 2.0])
-    x = ng.from_numpy(a).requires_grad_()
-    first = x * 1.0
-    a[0] = 10.0
-    second = x * 1.0
-    assert _deferred(first) and _deferred(second)
-    assert first.tolist() == [1.0, 2.0]
-    assert second.tolist() == [10.0, 2.0]
+def test_an_input_sharing_a_numpy_array_written_between_two_uses_reaches_the_second():
+    def from_numpy(a):
+        return ng.from_numpy(a).requires_grad_()
+
+    def tensor_of(a):
+        return ng.Tensor(a, requires_grad=True)
+
+    def data_set_to(a):
+        x = ng.tensor([0.0, 0.0], requires_grad=True)
+        x * 1.0  # (imported before its memory is shared)
+        x.data = a
+        return x
+
+    for share in (from_numpy, tensor_of, data_set_to):
+        a = np.array([1.0, 2.0])
+        x = share(a)
+        first = x * 1.0
+        a[0] = 10.0
+        second = x * 1.0
+        assert _deferred(first) and _deferred(second)
+        assert first.tolist() == [1.0, 2.0], share.__name__
+        assert second.tolist() == [10.0, 2.0], share.__name__
 
 
 def test_an_input_changed_in_place_between_two_uses_in_a_batch():
