@@ -293,3 +293,25 @@ def test_each_eager_spell_that_follows_another_lasts_longer_until_a_big_batch():
     h.tolist()
     starts = starts_of_deferred_runs(spell + 20)
     assert starts[1] - starts[0] == tensor_module.SMALL_RUNS + 1 + spell
+
+
+def test_an_eager_result_of_another_thread_next_to_a_deferred_value_raises():
+    # the fast path for an operand from outside checks its tape as the general path does
+    box = {}
+
+    def other():
+        x = ng.tensor([1.0, 2.0, 3.0], dtype=ng.float64, requires_grad=True)
+        e = x * 2.0
+        e.tolist()  # (now a plain tensor recorded on this thread's tape)
+        box["e"] = e
+        box["x"] = x
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    x = ng.tensor([0.5, 1.0, 1.5], dtype=ng.float64, requires_grad=True)
+    y = x * 2.0
+    y + ng.tensor([1.0, 2.0, 3.0], dtype=ng.float64)  # (the head for this key)
+    assert _deferred(y) and not _deferred(box["e"])
+    with pytest.raises(RuntimeError, match="another thread's tape"):
+        y + box["e"]
