@@ -1333,6 +1333,9 @@ def _import(tape, b, x):
         b.arrays.append(np.array((x,), float64))
         b.nimp += 1
         return v
+    v = _reuse(tape, b, x)
+    if v >= 0:
+        return v
     a = x._data
     if not x._rg:
         node = -1
@@ -1354,9 +1357,6 @@ def _import(tape, b, x):
     vc = x._vc
     if vc is None:
         x._vc = vc = [0]
-    v = _reuse(tape, b, x)
-    if v >= 0:
-        return v
     v = b.nv
     b.nv = v + 1
     m = a.size
