@@ -1263,6 +1263,7 @@ def _result(tape, b, out, size, meta, kwargs):
     t._tape = tape
     t._out = 0
     t._vc = None
+    # tape.new_handle(node), inlined as in _run: this runs once per deferred op
     tape.live += 1
     if tape.free_h:
         t._h = h = tape.free_h.pop()
