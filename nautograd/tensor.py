@@ -1064,14 +1064,11 @@ def _lazy(op, args, kwargs):
             shapes.append(x._shape)
             rg = True
         elif tx is Tensor:
-            if x._rg:
-                if x._h >= 0 and x._tape is not tape:
-                    return None
-                rg = True
-            a = x._data
-            if a.dtype is not float64 or a.size > DEFER_MAX:
+            if not _importable(tape, x):
                 return None
-            shapes.append(a.shape)
+            if x._rg:
+                rg = True
+            shapes.append(x._data.shape)
         elif tx is float or tx is int:
             shapes.append(())
         else:
@@ -1193,7 +1190,8 @@ def _lazy1(op, x, kwargs):
 
 def _lazy2(op, x, y):
     """``_lazy``'s fast path for two inputs (see _lazy1), without attributes; one of them may
-    be a tensor from outside the batch that it has already imported (an RNN's weight)."""
+    be a tensor from outside the batch (an RNN's weight, already imported, or its input x_t,
+    imported here)."""
     tx = type(x)
     ty = type(y)
     if tx is _Lazy:
@@ -1372,9 +1370,10 @@ def _import(tape, b, x):
 
 
 def _importable(tape, x):
-    """Whether tensor ``x`` may enter ``tape``'s batch (as _lazy checks its inputs)."""
+    """Whether tensor ``x`` may enter ``tape``'s batch: a float64 tensor of at most DEFER_MAX
+    elements, not recorded on another thread's tape (the eager path raises for those)."""
     if x._rg and x._h >= 0 and x._tape is not tape:
-        return False  # (another thread's: the eager path raises)
+        return False
     a = x._data
     return a.dtype is float64 and a.size <= DEFER_MAX
 
