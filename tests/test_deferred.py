@@ -315,3 +315,20 @@ def test_an_eager_result_of_another_thread_next_to_a_deferred_value_raises():
     assert _deferred(y) and not _deferred(box["e"])
     with pytest.raises(RuntimeError, match="another thread's tape"):
         y + box["e"]
+
+
+def test_deferred_softplus_and_sigmoid_equal_the_eager_forward_to_the_bit():
+    x0 = np.linspace(-30.0, 30.0, 16)
+    results = []
+    for defer in (True, False):
+        tensor_module.DEFER[0] = defer
+        try:
+            x = ng.tensor(x0, requires_grad=True)
+            outs = [ng.nn.functional.softplus(x), ng.nn.functional.softplus(x, 2.0, 5.0)]
+            outs.append(ng.sigmoid(x))
+            assert all(_deferred(o) for o in outs) == defer
+            results.append([o.detach().numpy().copy() for o in outs])
+        finally:
+            tensor_module.DEFER[0] = True
+    for lazy, eager in zip(*results, strict=True):
+        np.testing.assert_array_equal(lazy, eager)

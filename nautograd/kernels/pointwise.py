@@ -55,6 +55,24 @@ _GELU_C = 0.044715
 
 
 @numba.njit(inline="always")
+def _sigmoid1(z):
+    # 1 / (1 + exp(-z)), written so that the exp never overflows
+    if z >= 0:
+        return 1.0 / (1.0 + math.exp(-z))
+    e = math.exp(z)
+    return e / (1.0 + e)
+
+
+@numba.njit(inline="always")
+def _softplus1(v, beta, threshold):
+    # torch: log1p(exp(beta v)) / beta, and v itself where beta v > threshold;
+    # log1p(exp(z)) = max(z, 0) + log1p(exp(-|z|)), whose exp never overflows
+    z = v * beta
+    r = (max(z, 0.0) + math.log1p(_vmath.vexp(-abs(z)))) / beta
+    return v if z > threshold else r
+
+
+@numba.njit(inline="always")
 def _d(code, x, result, p0, p1):
     """d result / d x for the op ``code`` (p0, p1: the op's float attributes)."""
     if code == TANH:
@@ -64,10 +82,7 @@ def _d(code, x, result, p0, p1):
         z = x * p0
         if z > p1:
             return 1.0
-        if z >= 0:
-            return 1.0 / (1.0 + math.exp(-z))
-        e = math.exp(z)
-        return e / (1.0 + e)
+        return _sigmoid1(z)
     elif code == EXP:
         return result
     elif code == RELU:
@@ -335,20 +350,13 @@ def _f(code, x, p0, p1):
     if code == TANH:
         return np.tanh(x)
     elif code == SOFTPLUS:
-        # log1p(exp(z)) = max(z, 0) + log1p(exp(-|z|)), whose exp never overflows
-        z = x * p0
-        if z > p1:
-            return x
-        return (max(z, 0.0) + np.log1p(np.exp(-abs(z)))) / p0
+        return _softplus1(x, p0, p1)  # (as the eager forward's compiled pass)
     elif code == EXP:
         return np.exp(x)
     elif code == RELU:
         return 0.0 if x <= 0.0 else x  # NaN passes through, as in torch
     elif code == SIGMOID:
-        if x >= 0.0:
-            return 1.0 / (1.0 + np.exp(-x))
-        e = np.exp(x)
-        return e / (1.0 + e)
+        return _sigmoid1(x)
     elif code == NEG:
         return -x
     elif code == ABS:
@@ -482,12 +490,8 @@ def _softplus_forward(x, beta=1.0, threshold=20.0):
 
 @numba.njit(**_vmath.LOOP)
 def _softplus_into(x, out, beta, threshold):
-    # log1p(exp(z)) = max(z, 0) + log1p(exp(-|z|)), whose exp never overflows
     for i in range(x.size):
-        v = np.float64(x[i])
-        z = v * beta
-        r = (max(z, 0.0) + math.log1p(_vmath.vexp(-abs(z)))) / beta
-        out[i] = v if z > threshold else r
+        out[i] = _softplus1(np.float64(x[i]), beta, threshold)
 
 
 def _softplus_spec(shapes, kwargs):
