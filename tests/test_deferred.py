@@ -62,6 +62,29 @@ def test_deferred_graphs_match_torch_values_and_gradients_with_random_cotangents
         close(ng_result, torch_result)
 
 
+@pytest.mark.parametrize(
+    "xs, ys",
+    [((7, 33), (33,)), ((32, 32), (32,)), ((5,), (5, 3)), ((6, 4), (4, 9)), ((13,), (13,))],
+    ids=["mv-odd", "mv-rnn", "vec-mat", "mm", "dot"],
+)
+def test_deferred_products_match_torch_values_and_gradients(xs, ys):
+    # matmul_lazy: a dot product per row when y is a column (summed in vector lanes), rows
+    # of y otherwise
+    rng = np.random.default_rng(len(xs) * 10 + xs[0])
+    x0, y0 = rng.standard_normal(xs), rng.standard_normal(ys)
+    x, y = ng.tensor(x0, requires_grad=True), ng.tensor(y0, requires_grad=True)
+    xt, yt = torch.tensor(x0, requires_grad=True), torch.tensor(y0, requires_grad=True)
+    result = ng.tanh(x) @ y
+    expected = torch.tanh(xt) @ yt
+    assert _deferred(result)
+    g = rng.standard_normal(tuple(expected.shape))
+    (result * ng.tensor(g)).sum().backward()
+    (expected * torch.tensor(g)).sum().backward()
+    close(result, expected)
+    close(x.grad, xt.grad)
+    close(y.grad, yt.grad)
+
+
 def test_an_input_written_through_numpy_between_two_uses_reaches_the_second():
     # each use copies the input when it is recorded, as an eager op reads its operands then
     x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)

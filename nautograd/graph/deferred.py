@@ -183,7 +183,7 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: df1e31ef8b4e6910
+# sources hash: 44a10a26d9111ae3
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _f0 = _OPS[0].lazy[1]  # mul

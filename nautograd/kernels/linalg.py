@@ -102,20 +102,43 @@ def _matmul_spec(name, ndims=None):
     return spec
 
 
+# One row of x times a column y of one element per row: its dot product with fastmath
+# "reassoc" (the kernels' flags allow "contract" only), so that LLVM sums in vector lanes, as
+# BLAS does; the slices start at 0, so no negative-index branch (DESIGN-NOTES). The RNN
+# benchmark's 32x32 matrix-vector product: 1.6 us in the loop below, 0.09 us so.
+@numba.njit(
+    nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, error_model="numpy",
+    fastmath={"contract", "reassoc"},
+)  # fmt: skip
+def _row_dot(S, x0, y0, n):
+    x = S[x0 : x0 + n]
+    y = S[y0 : y0 + n]
+    result = 0.0
+    for i in range(n):
+        result += x[i] * y[i]
+    return result
+
+
 @kernel
 def matmul_lazy(S, xo, xn, k, top, ip, fp, oo, on):
     # result (m, n) = x (m, k) @ y (k, n), row by row (a 1-D x is one row, a 1-D y a column)
     m, kk, n = ip[0], ip[1], ip[2]
     x0, y0 = xo[0], xo[1]
-    for i in range(m):
-        row = top + i * n
-        for j in range(n):
-            S[row + j] = 0.0
-        for l in range(kk):
-            a = S[x0 + i * kk + l]
-            yl = y0 + l * n
+    if n == 1:
+        for i in range(m):
+            S[top + i] = _row_dot(S, x0 + i * kk, y0, kk)
+    else:
+        # result row i = sum over l of x[i, l] * y row l, in order; on slices from 0 (a
+        # 16x16 product: 2.6 -> 0.7 us)
+        for i in range(m):
+            row = S[top + i * n : top + i * n + n]
             for j in range(n):
-                S[row + j] += a * S[yl + j]
+                row[j] = 0.0
+            for l in range(kk):
+                a = S[x0 + i * kk + l]
+                y = S[y0 + l * n : y0 + l * n + n]
+                for j in range(n):
+                    row[j] += a * y[j]
     oo[0] = top
     on[0] = m * n
     return 1
