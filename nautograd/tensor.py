@@ -1242,6 +1242,35 @@ def _lazy2(op, x, y):
     return _result(tape, b, out, size, meta, None)
 
 
+def _lazyn(op, seq, kwargs):
+    """``_lazy``'s fast path for an op on a sequence (stack): deferred values of this thread's
+    batch, and a head seen before (see _lazy1). A scalar DAG's stack of four values: 1.57 ->
+    1.0 us."""
+    x = seq[0]
+    if type(x) is not _Lazy:
+        return None
+    b = x._b
+    if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
+        return None
+    tape = x._tape
+    if getattr(_tape_local, "tape", None) is not tape:
+        return None
+    vs = []
+    shapes = []
+    for t in seq:
+        if type(t) is not _Lazy or t._b is not b:
+            return None
+        vs.append(t._v)
+        shapes.append(t._shape)
+    shapes = tuple(shapes)
+    hit = tape.fast.get(
+        (op.opcode, shapes, tuple(kwargs.items())) if kwargs else (op.opcode, shapes)
+    )
+    if hit is None or tape.n - b.n0 >= BATCH_NODES:
+        return None
+    return _emit(tape, b, hit, vs, kwargs, x)
+
+
 def _result(tape, b, out, size, meta, kwargs):
     """The single result of the op whose row was just appended to batch ``b``: its node,
     the tape's per-node entries, its value id and its tensor."""
@@ -1428,10 +1457,15 @@ def _frontend(op):
             return api(apply, *args, **kwargs)
 
     elif op.nin == -1:
+        lazy = op.lazy is not None
 
         def f(tensors, *args, **kwargs):
             if args:
                 kwargs["dim"] = args[0]
+            if lazy and type(tensors) is list and tensors:
+                t = _lazyn(op, tensors, kwargs)
+                if t is not None:
+                    return t
             return apply(op, tensors, **kwargs)
 
     else:
@@ -1446,8 +1480,15 @@ def _frontend(op):
             if p.kind is p.POSITIONAL_OR_KEYWORD
         ][nin:]
 
+        first = names[0] if names else None
+
         def f(*args, **kwargs):
             if len(args) > nin:
+                # softmax(x, 0): the deferred fast path first (~0.3 us less than the loop)
+                if lazy and nin == 1 and len(args) == 2 and first and not kwargs:
+                    t = _lazy1(op, args[0], {first: args[1]})
+                    if t is not None:
+                        return t
                 if len(args) - nin > len(names):
                     raise TypeError(
                         f"{op.name}() takes {nin + len(names)} positional arguments but "
