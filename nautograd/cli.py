@@ -47,7 +47,8 @@ def cache_dir():
 
 
 def cached_engines():
-    """The engine specialisations ("float64", "float32", "mixed") present in the disk cache."""
+    """The engine specialisations ("float64", "float32", "mixed") and the deferred forward's
+    executor ("deferred") present in the disk cache."""
     from .graph import scheduler
 
     try:
@@ -62,6 +63,14 @@ def cached_engines():
         sig = key[0]
         dtypes = (str(sig[g64].dtype), str(sig[g64 + 1].dtype))
         kinds.append(_ENGINE_KINDS.get(dtypes, "/".join(dtypes)))
+    # the deferred forward's executor (graph/deferred.py): ~80 s to compile on first use
+    from .graph import deferred
+
+    try:
+        if deferred.run._cache._cache_file._load_index():
+            kinds.append("deferred")
+    except Exception:
+        pass
     return sorted(kinds)
 
 
@@ -74,7 +83,7 @@ def info():
     from . import __version__
 
     engines = cached_engines()
-    warm = all(k in engines for k in ("float64", "float32", "mixed"))
+    warm = all(k in engines for k in ("float64", "float32", "mixed", "deferred"))
     return {
         "nautograd": __version__,
         "python": sys.version.split()[0],
@@ -98,7 +107,7 @@ def _print_info():
             v = ", ".join(v) or "none"
         print(f"{k:<{width}}  {v}")
     if not d["cache_warm"]:
-        print("\nthe cache is cold: `python -m nautograd warmup` compiles it (about a minute)")
+        print("\nthe cache is cold: `python -m nautograd warmup` compiles it (minutes)")
 
 
 # ---------------------------------------------------------------------------------------------

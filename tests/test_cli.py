@@ -133,7 +133,7 @@ def test_format_table_has_a_ratio_per_peer():
 def test_warmup_caches_every_engine_specialisation():
     seconds = cli.warmup(quiet=True)
     assert seconds > 0
-    assert set(cli.cached_engines()) >= {"float64", "float32", "mixed"}
+    assert set(cli.cached_engines()) >= {"float64", "float32", "mixed", "deferred"}
     d = cli.info()
     assert d["cache_warm"] is True
     assert os.path.isdir(d["cache_dir"])
