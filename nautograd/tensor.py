@@ -1176,9 +1176,12 @@ def _lazy1(op, x, kwargs):
     tape = x._tape
     if getattr(_tape_local, "tape", None) is not tape:
         return None
-    hit = tape.fast.get(
-        (op.opcode, x._shape, tuple(kwargs.items())) if kwargs else (op.opcode, x._shape)
-    )
+    try:
+        hit = tape.fast.get(
+            (op.opcode, x._shape, tuple(kwargs.items())) if kwargs else (op.opcode, x._shape)
+        )
+    except TypeError:  # an unhashable attribute: the eager path raises the op's error
+        return None
     if hit is None or tape.n - b.n0 >= BATCH_NODES:
         return None
     hid, out, size, multi, meta = hit
@@ -1263,9 +1266,12 @@ def _lazyn(op, seq, kwargs):
         vs.append(t._v)
         shapes.append(t._shape)
     shapes = tuple(shapes)
-    hit = tape.fast.get(
-        (op.opcode, shapes, tuple(kwargs.items())) if kwargs else (op.opcode, shapes)
-    )
+    try:
+        hit = tape.fast.get(
+            (op.opcode, shapes, tuple(kwargs.items())) if kwargs else (op.opcode, shapes)
+        )
+    except TypeError:  # an unhashable attribute: the eager path raises the op's error
+        return None
     if hit is None or tape.n - b.n0 >= BATCH_NODES:
         return None
     return _emit(tape, b, hit, vs, kwargs, x)

@@ -355,3 +355,18 @@ def test_deferred_softplus_and_sigmoid_equal_the_eager_forward_to_the_bit():
             tensor_module.DEFER[0] = True
     for lazy, eager in zip(*results, strict=True):
         np.testing.assert_array_equal(lazy, eager)
+
+
+def test_an_unhashable_attribute_of_a_deferred_op_raises_the_ops_type_error():
+    # the fast paths looked the attribute up in a dict: "unhashable type: 'list'"
+    x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)
+    h = x * 2.0
+    assert _deferred(h)
+    for call in (
+        lambda: ng.softmax(h, [0]),
+        lambda: ng.softmax(h, dim=[0]),
+        lambda: h.unbind([0]),
+        lambda: ng.stack([h, h], [0]),
+    ):
+        with pytest.raises(TypeError, match="dim must be an int, got list"):
+            call()
