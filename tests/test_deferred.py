@@ -370,3 +370,14 @@ def test_an_unhashable_attribute_of_a_deferred_op_raises_the_ops_type_error():
     ):
         with pytest.raises(TypeError, match="dim must be an int, got list"):
             call()
+
+
+def test_a_deferred_division_by_zero_gives_inf_and_nan_as_torch():
+    # the lazy forwards are inlined into the executor and compile under its flags: with
+    # Python's error model a float division by zero would raise ZeroDivisionError there
+    values = [1.0, -2.0, 0.0]
+    x = ng.tensor(values, dtype=ng.float64, requires_grad=True)
+    result = (x * 1.0) / ng.tensor([0.0, 0.0, 0.0], dtype=ng.float64)
+    assert _deferred(result)
+    xt = torch.tensor(values, dtype=torch.float64)
+    np.testing.assert_array_equal(result.detach().numpy(), (xt / 0.0).numpy())

@@ -89,7 +89,9 @@ def generate_lazy(ops, digest):
         f = op.lazy[1]
         if f not in kernels:
             kernels.append(f)
-            lines.append(f"_f{len(kernels) - 1} = _OPS[{op.opcode - 1}].lazy[1]  # {op.name}")
+            lines.append(
+                f"_f{len(kernels) - 1} = _inlined(_OPS[{op.opcode - 1}].lazy[1])  # {op.name}"
+            )
         kind[op.opcode] = kernels.index(f)
     # (16 to a line: `ruff format` would give each entry a line of its own)
     lines += ["", "# fmt: off", "_KIND = np.array(", "    ["]
