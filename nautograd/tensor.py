@@ -1266,7 +1266,7 @@ def _result(tape, b, out, size, meta, kwargs):
     tape.n = node + 1
     b.meta.append(meta)
     if kwargs:
-        b.kwargs.append((node, kwargs))
+        b.kwargs[node] = kwargs
     b.size += size
     t = _new(_Lazy)
     t._b = b
@@ -1303,13 +1303,13 @@ def _emit(tape, b, hit, vs, kwargs, x):
     tape.n = node + 1
     b.meta.append(meta)
     if kwargs:
-        b.kwargs.append((node, kwargs))
+        b.kwargs[node] = kwargs
     vc = x._vc
     if vc is None:
         x._vc = vc = [0]
     v = b.nv
     b.nv = v + len(out)
-    b.out_shapes.append((node, out))
+    b.out_shapes[node] = out
     h2node, free_h = tape.h2node, tape.free_h
     tape.live += len(out)
     results = []

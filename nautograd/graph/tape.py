@@ -817,8 +817,11 @@ class Batch:
         self.nimp = 0
         self.meta = []
         self.objs = []
-        self.kwargs = []
-        self.out_shapes = []
+        # node -> attributes / output shapes: dicts, where (node, value) tuples were one
+        # more object per op for the garbage collector to track (the scalar DAG: 7,500; its
+        # collections' share of a step went ~3.4 -> ~3.0 ms, near the noise)
+        self.kwargs = {}
+        self.out_shapes = {}
         self.watch = []
         self.imported = {}  # id(tensor) -> its import (tensor.py _import)
         self.changes0 = _in_place_changes()
