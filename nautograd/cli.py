@@ -63,7 +63,7 @@ def cached_engines():
         sig = key[0]
         dtypes = (str(sig[g64].dtype), str(sig[g64 + 1].dtype))
         kinds.append(_ENGINE_KINDS.get(dtypes, "/".join(dtypes)))
-    # the deferred forward's executor (graph/deferred.py): ~80 s to compile on first use
+    # the deferred forward's executor (graph/deferred.py): ~5 s to compile on first use
     from .graph import deferred
 
     try:

@@ -12,7 +12,7 @@ import string
 import numba
 import numpy as np
 
-from ._jit import GEMM_LIBRARY, assigning, bcast_offsets, gemm, kernel, saved, view
+from ._jit import GEMM_LIBRARY, KERNEL, assigning, bcast_offsets, gemm, kernel, saved, view
 from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
 from .index import expand as _expand
@@ -106,10 +106,7 @@ def _matmul_spec(name, ndims=None):
 # "reassoc" (the kernels' flags allow "contract" only), so that LLVM sums in vector lanes, as
 # BLAS does; the slices start at 0, so no negative-index branch (DESIGN-NOTES). The RNN
 # benchmark's 32x32 matrix-vector product: 1.6 us in the loop below, 0.09 us so.
-@numba.njit(
-    nogil=True, no_cpython_wrapper=True, no_cfunc_wrapper=True, error_model="numpy",
-    fastmath={"contract", "reassoc"},
-)  # fmt: skip
+@numba.njit(**{**KERNEL, "fastmath": KERNEL["fastmath"] | {"reassoc"}})
 def _row_dot(S, x0, y0, n):
     x = S[x0 : x0 + n]
     y = S[y0 : y0 + n]
