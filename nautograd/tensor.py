@@ -118,7 +118,6 @@ class Tensor:
                 # tape.drop_handle(h), inlined: runs once per dying result
                 tape.h2node[h] = -1
                 tape.free_h.append(h)
-                tape.live -= 1
             if self._acc_tape is not None:
                 self._acc_tape.drop_acc_handle(self._acc_h)
         except Exception:  # interpreter shutdown
@@ -740,7 +739,6 @@ def _run(op, args, arrays, dt, rg, kwargs):
         # four scalars, the scalar DAG's commonest multi-output op, spent ~1 us in the calls
         wrapped = []
         h2node, free_h = tape.h2node, tape.free_h
-        tape.live += len(outs)
         for j, r in enumerate(outs):
             t = _new(Tensor)
             t._data = r
@@ -774,7 +772,6 @@ def _run(op, args, arrays, dt, rg, kwargs):
     t._out = 0
     t._vc = None
     # tape.new_handle(node), inlined: this runs once per recorded op
-    tape.live += 1
     if tape.free_h:
         t._h = h = tape.free_h.pop()
         tape.h2node[h] = node
@@ -1107,11 +1104,12 @@ def _lazy(op, args, kwargs):
         tape.run_batch()
         b = tape.new_batch()
     vs = []
-    for x in seq:
+    saves = hit[5]
+    for j, x in enumerate(seq):
         if type(x) is _Lazy and x._b is b:
             vs.append(x._v)
         else:
-            vs.append(_import(tape, b, x))
+            vs.append(_import(tape, b, x, (saves >> j) & 1))
     out = _emit(tape, b, hit, vs, kwargs, seq[0])
     if ANOMALY.enabled:  # the node keeps its forward call's stack, as Tape.record_node
         tape.metadata[tape.n - 1] = {"traceback_": forward_stack()}
@@ -1198,70 +1196,11 @@ def _lazy1(op, x, kwargs, seq=None):
         return None
     if seq is not None:
         return _emit(tape, b, hit, vs, kwargs, x)
-    hid, out, size, multi, meta = hit
+    hid, out, size, multi, meta, _ = hit
     if multi:
         return _emit(tape, b, hit, (x._v,), kwargs, x)
     b.rows += (hid, x._v)
-    return _result(tape, b, out, size, meta, kwargs)
-
-
-def _lazy2(op, x, y):
-    """``_lazy``'s fast path for two inputs (see _lazy1), without attributes; one of them may
-    be a tensor from outside the batch (an RNN's weight, already imported, or its input x_t,
-    imported here)."""
-    tx = type(x)
-    ty = type(y)
-    if tx is _Lazy:
-        b = x._b
-        if ty is _Lazy:
-            if y._b is not b:
-                return None
-            vy = y._v
-            sy = y._shape
-        elif ty is Tensor:
-            vy = _reuse(x._tape, b, y)
-            sy = y._data.shape
-        else:
-            return None
-        vx = x._v
-        sx = x._shape
-        tape = x._tape
-    elif ty is _Lazy and tx is Tensor:
-        b = y._b
-        tape = y._tape
-        vx = _reuse(tape, b, x)
-        sx = x._data.shape
-        vy = y._v
-        sy = y._shape
-    else:
-        return None
-    if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
-        return None
-    if getattr(_tape_local, "tape", None) is not tape:
-        return None
-    hit = tape.fast.get((op.opcode, sx, sy))
-    if hit is None or tape.n - b.n0 >= BATCH_NODES:
-        return None
-    # an operand from outside not imported yet (an RNN's input x_t): imported here, after
-    # the head was found, with the general path's checks (~2 us of _lazy saved)
-    if vx < 0:
-        if not _importable(tape, x):
-            return None
-        vx = _import_new(tape, b, x)
-    elif vy < 0:
-        if not _importable(tape, y):
-            return None
-        vy = _import_new(tape, b, y)
-    hid, out, size, multi, meta = hit
-    if multi:
-        return _emit(tape, b, hit, (vx, vy), None, x)
-    b.rows += (hid, vx, vy)
-    return _result(tape, b, out, size, meta, None)
-
-
-def _result(tape, b, out, size, meta, kwargs):
-    """The single result of the op whose row was just appended to batch ``b``: its node,
-    the tape's per-node entries, its value id and its tensor."""
+    # _result, inlined (as in _lazy2): the call cost ~50 ns of an op's ~0.8 us
     node = tape.n
     tape.n = node + 1
     b.meta.append(meta)
@@ -1278,8 +1217,112 @@ def _result(tape, b, out, size, meta, kwargs):
     t._tape = tape
     t._out = 0
     t._vc = None
-    # tape.new_handle(node), inlined as in _run: this runs once per deferred op
-    tape.live += 1
+    if tape.free_h:
+        t._h = h = tape.free_h.pop()
+        tape.h2node[h] = node
+    else:
+        t._h = len(tape.h2node)
+        tape.h2node.append(node)
+    return t
+
+
+def _lazy2(op, x, y):
+    """``_lazy``'s fast path for two inputs (see _lazy1), without attributes; one of them may
+    be a tensor from outside the batch (an RNN's weight, already imported, or its input x_t,
+    imported here, after the head was found: it says whether the op saves it)."""
+    tx = type(x)
+    ty = type(y)
+    if tx is _Lazy:
+        b = x._b
+        if ty is _Lazy:
+            if y._b is not b:
+                return None
+            sy = y._shape
+        elif ty is Tensor:
+            sy = y._data.shape
+        else:
+            return None
+        sx = x._shape
+        tape = x._tape
+    elif ty is _Lazy and tx is Tensor:
+        b = y._b
+        tape = y._tape
+        sx = x._data.shape
+        sy = y._shape
+    else:
+        return None
+    if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
+        return None
+    if getattr(_tape_local, "tape", None) is not tape:
+        return None
+    hit = tape.fast.get((op.opcode, sx, sy))
+    if hit is None or tape.n - b.n0 >= BATCH_NODES:
+        return None
+    hid, out, size, multi, meta, saves = hit
+    if tx is _Lazy:
+        vx = x._v
+    else:
+        vx = _reuse(tape, b, x, saves & 1)
+        if vx < 0:
+            vx = _import_new(tape, b, x, saves & 1)
+            if vx < 0:
+                return None
+    if ty is _Lazy:
+        vy = y._v
+    else:
+        vy = _reuse(tape, b, y, saves & 2)
+        if vy < 0:
+            vy = _import_new(tape, b, y, saves & 2)
+            if vy < 0:
+                return None
+    if multi:
+        return _emit(tape, b, hit, (vx, vy), None, x)
+    b.rows += (hid, vx, vy)
+    # _result, inlined: the call cost ~50 ns of an op's ~0.8 us (mul of two deferred scalars)
+    node = tape.n
+    tape.n = node + 1
+    b.meta.append(meta)
+    b.size += size
+    t = _new(_Lazy)
+    t._b = b
+    t._v = v = b.nv
+    b.nv = v + 1
+    t._shape = out
+    t._src = None
+    t._rg = True
+    t._tape = tape
+    t._out = 0
+    t._vc = None
+    if tape.free_h:
+        t._h = h = tape.free_h.pop()
+        tape.h2node[h] = node
+    else:
+        t._h = len(tape.h2node)
+        tape.h2node.append(node)
+    return t
+
+
+def _result(tape, b, out, size, meta, kwargs):
+    """The single result of the op whose row was just appended to batch ``b``: its node,
+    the tape's per-node entries, its value id and its tensor. (Inlined in the fast paths
+    _lazy1 and _lazy2: keep them in step.)"""
+    node = tape.n
+    tape.n = node + 1
+    b.meta.append(meta)
+    if kwargs:
+        b.kwargs[node] = kwargs
+    b.size += size
+    t = _new(_Lazy)
+    t._b = b
+    t._v = v = b.nv
+    b.nv = v + 1
+    t._shape = out
+    t._src = None
+    t._rg = True
+    t._tape = tape
+    t._out = 0
+    t._vc = None
+    # tape.new_handle(node), inlined as in _run
     if tape.free_h:
         t._h = h = tape.free_h.pop()
         tape.h2node[h] = node
@@ -1293,7 +1336,7 @@ def _emit(tape, b, hit, vs, kwargs, x):
     """Append the row of an op (``hit``: its head, see Tape.add_head; ``vs``: its input
     value ids) to batch ``b``; its result(s). ``x``: the first input, whose memory a
     multi-output op's outputs are runs of."""
-    hid, out, size, multi, meta = hit
+    hid, out, size, multi, meta, _ = hit
     b.rows.append(hid)
     b.rows += vs
     if not multi:
@@ -1311,7 +1354,6 @@ def _emit(tape, b, hit, vs, kwargs, x):
     b.nv = v + len(out)
     b.out_shapes[node] = out
     h2node, free_h = tape.h2node, tape.free_h
-    tape.live += len(out)
     results = []
     for j, shape in enumerate(out):
         t = _new(_Lazy)
@@ -1333,15 +1375,16 @@ def _emit(tape, b, hit, vs, kwargs, x):
     return tuple(results)
 
 
-def _import(tape, b, x):
+def _import(tape, b, x, saved):
     """The value id of ``x`` (a tensor from outside the batch, or a number) in batch ``b``:
     its edge is its node, its leaf's AccumulateGrad node (a row of the batch when new), or
     none. Its value is copied into the batch at its first use, as an eager op reads its
     operands' memory when it is called; a later use in the batch takes the same value while
     ``x`` has the same array and version and no numpy code can write its memory (``_expose``;
     otherwise each use copies: a raw write between two uses must reach the second, as
-    gradcheck's perturbations do). Saved by a node, an input of more than SMALL elements is
-    kept by address, as the eager path keeps it (Tape._note_batch_versions)."""
+    gradcheck's perturbations do). ``saved``: whether the op saves it; an input of more than
+    SMALL elements it saves is kept by address, as the eager path keeps it
+    (Tape._note_batch_versions)."""
     if type(x) is float or type(x) is int:
         v = b.nv
         b.nv = v + 1
@@ -1349,16 +1392,24 @@ def _import(tape, b, x):
         b.arrays.append(np.array((x,), float64))
         b.nimp += 1
         return v
-    v = _reuse(tape, b, x)
+    v = _reuse(tape, b, x, saved)
     if v >= 0:
         return v
-    return _import_new(tape, b, x)
+    return _import_new(tape, b, x, saved)
 
 
-def _import_new(tape, b, x):
-    """_import of a tensor ``x`` that _reuse found no import of (``_lazy2`` calls it
-    straight: that check again cost ~0.25 us an RNN step)."""
+def _import_new(tape, b, x, saved):
+    """_import of a tensor ``x`` that _reuse found no import of, or -1: ``x`` cannot enter
+    the batch (see _importable; ``_lazy2`` calls it straight, and a call to _reuse again, or
+    to _importable, cost ~0.25 us an RNN step). Only an input the op saves gets a version
+    entry (``watch``) and its address: the RNN's x_t, which its add does not save, took
+    ~0.3 us less (timing loop)."""
+    if x._rg and x._h >= 0 and x._tape is not tape:
+        return -1
     a = x._data
+    m = a.size
+    if a.dtype is not float64 or m > DEFER_MAX:
+        return -1
     if not x._rg:
         node = -1
     elif x._h >= 0:
@@ -1370,7 +1421,7 @@ def _import_new(tape, b, x):
             x._acc_tape.drop_acc_handle(x._acc_h)
         node = tape.n
         tape.n = node + 1
-        b.rows += (-2, a.size)
+        b.rows += (-2, m)
         b.meta.append(None)
         b.objs.append((node, weakref.ref(x)))
         x._acc_tape = tape
@@ -1381,14 +1432,14 @@ def _import_new(tape, b, x):
         x._vc = vc = [0]
     v = b.nv
     b.nv = v + 1
-    m = a.size
-    addr = address_of(a) if m > SMALL and a.flags.c_contiguous else 0
+    addr = address_of(a) if saved and m > SMALL and a.flags.c_contiguous else 0
     b.rows += (-1, b.nimp, m, node, nr, addr)
-    b.arrays.append(a.flatten())  # (a float64 copy: the callers checked the dtype)
+    b.arrays.append(a.flatten())  # (a float64 copy: checked above)
     b.nimp += m
-    b.watch.append((vc, vc[0], a, v, addr))  # (Tape._note_batch_versions)
+    if saved:
+        b.watch.append((vc, vc[0], a, v, addr))  # (Tape._note_batch_versions)
     if len(vc) == 1:  # (weakly: a dead leaf must release its AccumulateGrad handle)
-        b.imported[id(x)] = (weakref.ref(x), a, vc[0], node, nr, v)
+        b.imported[id(x)] = (weakref.ref(x), a, vc[0], node, nr, v, saved)
     return v
 
 
@@ -1401,13 +1452,15 @@ def _importable(tape, x):
     return a.dtype is float64 and a.size <= DEFER_MAX
 
 
-def _reuse(tape, b, x):
-    """The value id of tensor ``x``'s import into batch ``b`` if a later use may take it (see
-    _import: the same array, version and edge, and memory no numpy code can write); else -1."""
+def _reuse(tape, b, x, saved):
+    """The value id of tensor ``x``'s import into batch ``b`` if this use may take it (see
+    _import: the same array, version and edge, and memory no numpy code can write); else -1.
+    An op that ``saved`` it adds the version entry an import the ops before did not save
+    lacks, and a big one that has no address is imported again, with it."""
     imported = b.imported  # (None once the batch ran)
     if imported is None:
         return -1
-    seen = imported.get(id(x))  # (weakref to x, array, version, node, output, value id)
+    seen = imported.get(id(x))  # (weakref to x, array, version, node, output, value id, watched)
     if seen is None or seen[0]() is not x or seen[1] is not x._data:
         return -1
     vc = x._vc
@@ -1425,6 +1478,12 @@ def _reuse(tape, b, x):
         return -1
     if seen[3] != node or seen[4] != (x._out if x._h >= 0 else 0):
         return -1
+    if saved and not seen[6]:
+        a = seen[1]
+        if a.size > SMALL and a.flags.c_contiguous:
+            return -1
+        b.watch.append((vc, seen[2], a, seen[5], 0))
+        imported[id(x)] = seen[:6] + (True,)
     return seen[5]
 
 

@@ -206,6 +206,42 @@ def test_an_input_changed_in_place_before_the_batch_ran_raises_in_backward():
             y.backward()
 
 
+@pytest.mark.parametrize("n", [3, 40])  # at most SMALL elements (copied), and more (by address)
+def test_an_input_first_used_unsaved_then_saved_raises_when_changed_in_place(n):
+    # x enters the batch through an add, which saves nothing (no version entry, no address),
+    # then a mul in the same batch saves it: that use must still check its version
+    for lib in (ng, torch):
+        w = lib.tensor(np.linspace(0.5, 1.5, n), dtype=lib.float64, requires_grad=True)
+        x = lib.tensor(np.linspace(-1.0, 2.0, n), dtype=lib.float64)
+        h = lib.tanh(w)
+        y = ((h + x) * x).sum()
+        if lib is ng:
+            assert _deferred(y)
+        with lib.no_grad():
+            x.mul_(2.0)
+        with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+            y.backward()
+
+
+@pytest.mark.parametrize("n", [3, 40])
+def test_an_input_first_used_unsaved_then_saved_gives_torchs_gradient(n):
+    rng = np.random.default_rng(5)
+    w0, x0, b0, g0 = rng.standard_normal((4, n))
+    grads = []
+    for lib in (ng, torch):
+        w = lib.tensor(w0, requires_grad=True)
+        x = lib.tensor(x0)
+        b = lib.tensor(b0, requires_grad=True)
+        h = lib.tanh(w) + x + b  # x, b: first used by adds, which save nothing
+        h = lib.sigmoid(h * x * b)  # saved by the muls
+        if lib is ng:
+            assert _deferred(h)
+        h.backward(lib.tensor(g0))  # a random cotangent
+        grads.append((h.detach(), w.grad, b.grad))
+    for ours, theirs in zip(grads[0], grads[1], strict=True):
+        close(ours, theirs)
+
+
 def test_the_switch_turns_the_deferred_forward_off():
     tensor_module.DEFER[0] = False
     try:
