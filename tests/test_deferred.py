@@ -393,6 +393,29 @@ def test_deferred_softplus_and_sigmoid_equal_the_eager_forward_to_the_bit():
         np.testing.assert_array_equal(lazy, eager)
 
 
+def test_deferred_and_eager_tanh_agree_to_the_bit_and_with_torch_within_2_ulp():
+    # both run the branch-free vtanh (kernels/_vmath.py) that the executor vectorises
+    x0 = np.concatenate(
+        [np.linspace(-25.0, 25.0, 2001), np.geomspace(1e-300, 0.7, 300), [0.0, -0.0, 0.6249]]
+    )
+    x0 = np.concatenate([x0, -x0[-303:]])
+    results = []
+    for defer in (True, False):
+        tensor_module.DEFER[0] = defer
+        try:
+            x = ng.tensor(x0, requires_grad=True)
+            out = ng.tanh(x)
+            assert _deferred(out) == defer
+            results.append(out.detach().numpy().copy())
+        finally:
+            tensor_module.DEFER[0] = True
+    np.testing.assert_array_equal(results[0], results[1])
+    expected = torch.tanh(torch.tensor(x0)).numpy()
+    ulps = np.abs(results[0] - expected) / np.spacing(np.maximum(np.abs(expected), 1e-300))
+    assert ulps.max() <= 2.0
+    assert np.array_equal(np.signbit(results[0]), np.signbit(expected))  # tanh(-0.0) = -0.0
+
+
 def test_an_unhashable_attribute_of_a_deferred_op_raises_the_ops_type_error():
     # the fast paths looked the attribute up in a dict: "unhashable type: 'list'"
     x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)

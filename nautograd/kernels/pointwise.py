@@ -348,7 +348,7 @@ _LAZY_CODES = frozenset(
 @numba.njit(inline="always", error_model="numpy")
 def _f(code, x, p0, p1):
     if code == TANH:
-        return np.tanh(x)
+        return _vmath.vtanh(x)  # (as the eager forward's tanh_into)
     elif code == SOFTPLUS:
         return _softplus1(x, p0, p1)  # (as the eager forward's compiled pass)
     elif code == EXP:
@@ -380,8 +380,16 @@ def unary_lazy(S, xo, xn, k, top, ip, fp, oo, on):
     x0 = xo[0]
     p0 = fp[0]
     p1 = fp[1]
-    for i in range(n):
-        S[top + i] = _f(code, S[x0 + i], p0, p1)
+    # (slices indexed from 0: no negative-index branch; tanh in a loop of its own, which
+    # LLVM vectorises: the RNN's tanh of 32 values 277 -> 53 ns)
+    src = S[x0 : x0 + n]
+    dst = S[top : top + n]
+    if code == TANH:
+        for i in range(n):
+            dst[i] = _vmath.vtanh(src[i])
+    else:
+        for i in range(n):
+            dst[i] = _f(code, src[i], p0, p1)
     oo[0] = top
     on[0] = n
     return 1
@@ -438,7 +446,7 @@ log1p = _unary("log1p", np.log1p, LOG1P, low=-0.9, high=3.0)
 expm1 = _unary("expm1", np.expm1, EXPM1)
 sin = _unary("sin", np.sin, SIN)
 cos = _unary("cos", np.cos, COS)
-tanh = _unary("tanh", np.tanh, TANH, nn_functional=True)
+tanh = _unary("tanh", _vmath.tanh_into, TANH, nn_functional=True, into=True)
 sigmoid = _unary("sigmoid", _vmath.sigmoid_into, SIGMOID, nn_functional=True, into=True)
 
 
