@@ -1259,10 +1259,12 @@ def _lazy2(op, x, y):
     if hit is None or tape.n - b.n0 >= BATCH_NODES:
         return None
     hid, out, size, multi, meta, saves = hit
+    # (the import's entry looked up here: a new input, the RNN's x_t, skips _reuse's call)
     if tx is _Lazy:
         vx = x._v
     else:
-        vx = _reuse(tape, b, x, saves & 1)
+        seen = b.imported.get(id(x))
+        vx = -1 if seen is None else _reuse(tape, b, x, saves & 1, seen)
         if vx < 0:
             vx = _import_new(tape, b, x, saves & 1)
             if vx < 0:
@@ -1270,7 +1272,8 @@ def _lazy2(op, x, y):
     if ty is _Lazy:
         vy = y._v
     else:
-        vy = _reuse(tape, b, y, saves & 2)
+        seen = b.imported.get(id(y))
+        vy = -1 if seen is None else _reuse(tape, b, y, saves & 2, seen)
         if vy < 0:
             vy = _import_new(tape, b, y, saves & 2)
             if vy < 0:
@@ -1392,9 +1395,11 @@ def _import(tape, b, x, saved):
         b.arrays.append(np.array((x,), float64))
         b.nimp += 1
         return v
-    v = _reuse(tape, b, x, saved)
-    if v >= 0:
-        return v
+    seen = b.imported.get(id(x))
+    if seen is not None:
+        v = _reuse(tape, b, x, saved, seen)
+        if v >= 0:
+            return v
     return _import_new(tape, b, x, saved)
 
 
@@ -1438,8 +1443,8 @@ def _import_new(tape, b, x, saved):
     b.nimp += m
     if saved:
         b.watch.append((vc, vc[0], a, v, addr))  # (Tape._note_batch_versions)
-    if len(vc) == 1:  # (weakly: a dead leaf must release its AccumulateGrad handle)
-        b.imported[id(x)] = (weakref.ref(x), a, vc[0], node, nr, v, saved)
+    if len(vc) == 1:  # (not x itself: a dead leaf must release its AccumulateGrad handle)
+        b.imported[id(x)] = (a, vc[0], node, nr, v, saved)
     return v
 
 
@@ -1452,19 +1457,21 @@ def _importable(tape, x):
     return a.dtype is float64 and a.size <= DEFER_MAX
 
 
-def _reuse(tape, b, x, saved):
-    """The value id of tensor ``x``'s import into batch ``b`` if this use may take it (see
-    _import: the same array, version and edge, and memory no numpy code can write); else -1.
+def _reuse(tape, b, x, saved, seen):
+    """The value id of tensor ``x``'s import ``seen`` (its entry in the open batch ``b``'s
+    ``imported``) if this use may take it (see _import: the same array, version and edge,
+    and memory no numpy code can write); else -1.
     An op that ``saved`` it adds the version entry an import the ops before did not save
-    lacks, and a big one that has no address is imported again, with it."""
-    imported = b.imported  # (None once the batch ran)
-    if imported is None:
-        return -1
-    seen = imported.get(id(x))  # (weakref to x, array, version, node, output, value id, watched)
-    if seen is None or seen[0]() is not x or seen[1] is not x._data:
+    lacks, and a big one that has no address is imported again, with it.
+
+    The entry is found by ``id(x)`` and does not hold ``x``: another tensor that takes the id
+    of a dead one passes only with the same array (which the entry keeps alive), version
+    counter value and edge, and then stands for the same value (a detached alias without
+    grad, say)."""
+    if seen[0] is not x._data:  # (array, version, node, output, value id, watched)
         return -1
     vc = x._vc
-    if vc is None or len(vc) != 1 or seen[2] != vc[0]:
+    if vc is None or len(vc) != 1 or seen[1] != vc[0]:
         return -1
     if not x._rg:
         node = -1
@@ -1476,15 +1483,15 @@ def _reuse(tape, b, x, saved):
         node = tape.h2node[x._acc_h]
     else:
         return -1
-    if seen[3] != node or seen[4] != (x._out if x._h >= 0 else 0):
+    if seen[2] != node or seen[3] != (x._out if x._h >= 0 else 0):
         return -1
-    if saved and not seen[6]:
-        a = seen[1]
+    if saved and not seen[5]:
+        a = seen[0]
         if a.size > SMALL and a.flags.c_contiguous:
             return -1
-        b.watch.append((vc, seen[2], a, seen[5], 0))
-        imported[id(x)] = seen[:6] + (True,)
-    return seen[5]
+        b.watch.append((vc, seen[1], a, seen[4], 0))
+        b.imported[id(x)] = seen[:5] + (True,)
+    return seen[4]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -603,22 +603,29 @@ class Tape:
         counts = sptr[vs + 1] - sptr[vs]
         versions = self.versions
         obj = self.obj
+        heavy = self.heavy
+        # (one entry and one keep tuple per value, shared by its nodes: the RNN's W, saved by
+        # address by 1,000 nodes a step)
         for i in np.flatnonzero(counts).tolist():
             vc, version, a, v, addr = watch[i]
-            for node in snode[sptr[v] : sptr[v + 1]].tolist():
-                if addr:  # (the node is in ``heavy`` with its version entry)
+            nodes = snode[sptr[v] : sptr[v + 1]].tolist()
+            # (the versions were read when the batch was recorded: a change since then,
+            # before this run, must make backward check them)
+            if not versions or changes0 < self.versions_since:
+                self.versions_since = changes0
+            if addr:  # (the node is in ``heavy`` with its version entry)
+                keep = (a,)
+                for node in nodes:
                     kept = obj[node]
-                    obj[node] = (a,) if kept is None else kept + (a,)
-                # (the versions were read when the batch was recorded: a change since then,
-                # before this run, must make backward check them)
-                if not versions or changes0 < self.versions_since:
-                    self.versions_since = changes0
+                    obj[node] = keep if kept is None else kept + keep
+            entry = (vc, version, a)
+            for node in nodes:
                 entries = versions.get(node)
                 if entries is None:
-                    versions[node] = [(vc, version, a)]
-                    self.heavy.append(node)  # (dropped when the node is released)
+                    versions[node] = [entry]
+                    heavy.append(node)  # (dropped when the node is released)
                 else:
-                    entries.append((vc, version, a))
+                    entries.append(entry)
 
     def note_value_versions(self, b, v, vc, a):
         """Version entries for the nodes of the run batch ``b`` that saved its value ``v``,
