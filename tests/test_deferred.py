@@ -242,6 +242,27 @@ def test_an_input_first_used_unsaved_then_saved_gives_torchs_gradient(n):
         close(ours, theirs)
 
 
+def test_inputs_used_across_batches_are_imported_into_each():
+    # an import is marked with its batch (Tensor._imp): a later batch must not take it
+    rng = np.random.default_rng(7)
+    W0, x0, g0 = rng.standard_normal((6, 6)), rng.standard_normal(6), rng.standard_normal(6)
+    results = []
+    for lib in (ng, torch):
+        W = lib.tensor(W0, requires_grad=True)
+        x = lib.tensor(x0)
+        h = lib.tanh(x)
+        values = []
+        for _ in range(3):
+            h = lib.tanh(W @ h + x)
+            values.append(h.sum().item())  # runs the batch
+            with lib.no_grad():
+                x.mul_(0.5)  # a new version for the next batch
+        h.backward(lib.tensor(g0))
+        results.append((values, W.grad))
+    np.testing.assert_allclose(results[0][0], results[1][0], rtol=1e-12)
+    close(results[0][1], results[1][1])
+
+
 def test_the_switch_turns_the_deferred_forward_off():
     tensor_module.DEFER[0] = False
     try:
