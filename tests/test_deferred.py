@@ -253,6 +253,7 @@ def test_inputs_used_across_batches_are_imported_into_each():
         h = lib.tanh(x)
         values = []
         for _ in range(3):
+            h = h * 1.5  # (imports before W's: W's value id differs between the batches)
             h = lib.tanh(W @ h + x)
             values.append(h.sum().item())  # runs the batch
             with lib.no_grad():
