@@ -1037,7 +1037,7 @@ def _lazy(op, args, kwargs):
         if t is not None:
             return t
     elif len(args) == 2 and not kwargs:
-        t = _lazy2(op, args[0], args[1])
+        t = _LAZY2[op.opcode](args[0], args[1])
         if t is not None:
             return t
     if op.nin == -1:
@@ -1165,7 +1165,7 @@ def _batches_too_small(tape):
 def _lazy1(op, x, kwargs, seq=None):
     """``_lazy``'s fast path for one input: a deferred value of this thread's batch, and an
     op already seen with its shape and attributes on this tape (its row head is known).
-    Also called straight from the methods' frontends (_frontend), as _lazy2 from the
+    Also called straight from the methods' frontends (_frontend), as _binary_fast from the
     operators. With ``seq`` (an op on a sequence, stack; ``x`` its first item): every item
     a deferred value of that batch (a scalar DAG's stack of four: 1.57 -> 1.24 us)."""
     if type(x) is not _Lazy:
@@ -1201,7 +1201,7 @@ def _lazy1(op, x, kwargs, seq=None):
     if multi:
         return _emit(tape, b, hit, (x._v,), kwargs, x)
     b.rows += (hid, x._v)
-    # _result, inlined (as in _lazy2): the call cost ~50 ns of an op's ~0.8 us
+    # _result, inlined (as in _binary_fast): the call cost ~50 ns of an op's ~0.8 us
     node = tape.n
     tape.n = node + 1
     b.meta.append(meta)
@@ -1227,89 +1227,109 @@ def _lazy1(op, x, kwargs, seq=None):
     return t
 
 
-def _lazy2(op, x, y):
-    """``_lazy``'s fast path for two inputs (see _lazy1), without attributes; one of them may
-    be a tensor from outside the batch (an RNN's weight, already imported, or its input x_t,
-    imported here, after the head was found: it says whether the op saves it)."""
-    tx = type(x)
-    ty = type(y)
-    if tx is _Lazy:
-        b = x._b
-        if ty is _Lazy:
-            if y._b is not b:
-                return None
+def _binary_fast(op, reflected=False, fallback=False):
+    """``_lazy``'s fast path for two inputs of ``op`` (see _lazy1), without attributes; one
+    of them may be a tensor from outside the batch (an RNN's weight, already imported, or its
+    input x_t, imported here, after the head was found: it says whether the op saves it).
+
+    A function of (x, y) made per op: returns the result, or None where the general path
+    must decide. With ``fallback`` it is the operator itself (Tensor.__mul__ and the
+    others; ``reflected``: __rmul__, its operands swapped) and runs ``apply`` there instead:
+    one call less per operator than a method calling this, ~60 ns of a multiply's ~0.8 us."""
+    opcode = op.opcode
+
+    def lazy2(x, y):
+        if reflected:
+            x, y = y, x
+        tx = type(x)
+        ty = type(y)
+        if tx is _Lazy:
+            b = x._b
+            if ty is _Lazy:
+                if y._b is not b:
+                    return apply(op, x, y) if fallback else None
+                sy = y._shape
+            elif ty is Tensor:
+                sy = y._data.shape
+            else:
+                return apply(op, x, y) if fallback else None
+            sx = x._shape
+            tape = x._tape
+        elif ty is _Lazy and tx is Tensor:
+            b = y._b
+            tape = y._tape
+            sx = x._data.shape
             sy = y._shape
-        elif ty is Tensor:
-            sy = y._data.shape
         else:
-            return None
-        sx = x._shape
-        tape = x._tape
-    elif ty is _Lazy and tx is Tensor:
-        b = y._b
-        tape = y._tape
-        sx = x._data.shape
-        sy = y._shape
-    else:
-        return None
-    if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
-        return None
-    if getattr(_tape_local, "tape", None) is not tape:
-        return None
-    hit = tape.fast.get((op.opcode, sx, sy))
-    if hit is None or tape.n - b.n0 >= BATCH_NODES:
-        return None
-    hid, out, size, multi, meta, saves = hit
-    # (the import's entry read here: a new input, the RNN's x_t, skips _reuse's call)
-    if tx is _Lazy:
-        vx = x._v
-    else:
-        seen = x._imp
-        vx = -1 if seen is None or seen[0] is not b.token else _reuse(tape, b, x, saves & 1, seen)
-        if vx < 0:
-            vx = _import_new(tape, b, x, saves & 1)
+            return apply(op, x, y) if fallback else None
+        if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
+            return apply(op, x, y) if fallback else None
+        if getattr(_tape_local, "tape", None) is not tape:
+            return apply(op, x, y) if fallback else None
+        hit = tape.fast.get((opcode, sx, sy))
+        if hit is None or tape.n - b.n0 >= BATCH_NODES:
+            return apply(op, x, y) if fallback else None
+        hid, out, size, multi, meta, saves = hit
+        # (the import's entry read here: a new input, the RNN's x_t, skips _reuse's call)
+        if tx is _Lazy:
+            vx = x._v
+        else:
+            seen = x._imp
+            vx = (
+                -1
+                if seen is None or seen[0] is not b.token
+                else _reuse(tape, b, x, saves & 1, seen)
+            )
             if vx < 0:
-                return None
-    if ty is _Lazy:
-        vy = y._v
-    else:
-        seen = y._imp
-        vy = -1 if seen is None or seen[0] is not b.token else _reuse(tape, b, y, saves & 2, seen)
-        if vy < 0:
-            vy = _import_new(tape, b, y, saves & 2)
+                vx = _import_new(tape, b, x, saves & 1)
+                if vx < 0:
+                    return apply(op, x, y) if fallback else None
+        if ty is _Lazy:
+            vy = y._v
+        else:
+            seen = y._imp
+            vy = (
+                -1
+                if seen is None or seen[0] is not b.token
+                else _reuse(tape, b, y, saves & 2, seen)
+            )
             if vy < 0:
-                return None
-    if multi:
-        return _emit(tape, b, hit, (vx, vy), None, x)
-    b.rows += (hid, vx, vy)
-    # _result, inlined: the call cost ~50 ns of an op's ~0.8 us (mul of two deferred scalars)
-    node = tape.n
-    tape.n = node + 1
-    b.meta.append(meta)
-    b.size += size
-    t = _new(_Lazy)
-    t._b = b
-    t._v = v = b.nv
-    b.nv = v + 1
-    t._shape = out
-    t._src = None
-    t._rg = True
-    t._tape = tape
-    t._out = 0
-    t._vc = None
-    if tape.free_h:
-        t._h = h = tape.free_h.pop()
-        tape.h2node[h] = node
-    else:
-        t._h = len(tape.h2node)
-        tape.h2node.append(node)
-    return t
+                vy = _import_new(tape, b, y, saves & 2)
+                if vy < 0:
+                    return apply(op, x, y) if fallback else None
+        if multi:
+            return _emit(tape, b, hit, (vx, vy), None, x)
+        b.rows += (hid, vx, vy)
+        # _result, inlined: the call cost ~50 ns of an op's ~0.8 us (mul of two deferred scalars)
+        node = tape.n
+        tape.n = node + 1
+        b.meta.append(meta)
+        b.size += size
+        t = _new(_Lazy)
+        t._b = b
+        t._v = v = b.nv
+        b.nv = v + 1
+        t._shape = out
+        t._src = None
+        t._rg = True
+        t._tape = tape
+        t._out = 0
+        t._vc = None
+        if tape.free_h:
+            t._h = h = tape.free_h.pop()
+            tape.h2node[h] = node
+        else:
+            t._h = len(tape.h2node)
+            tape.h2node.append(node)
+        return t
+
+    return lazy2
 
 
 def _result(tape, b, out, size, meta, kwargs):
     """The single result of the op whose row was just appended to batch ``b``: its node,
     the tape's per-node entries, its value id and its tensor. (Inlined in the fast paths
-    _lazy1 and _lazy2: keep them in step.)"""
+    _lazy1 and _binary_fast: keep them in step.)"""
     node = tape.n
     tape.n = node + 1
     b.meta.append(meta)
@@ -1406,7 +1426,7 @@ def _import(tape, b, x, saved):
 
 def _import_new(tape, b, x, saved):
     """_import of a tensor ``x`` that _reuse found no import of, or -1: ``x`` cannot enter
-    the batch (see _importable; ``_lazy2`` calls it straight, and a call to _reuse again, or
+    the batch (see _importable; ``_binary_fast`` calls it straight, and a call to _reuse again, or
     to _importable, cost ~0.25 us an RNN step). Only an input the op saves gets a version
     entry (``watch``) and its address: the RNN's x_t, which its add does not save, took
     ~0.3 us less (timing loop)."""
@@ -1578,13 +1598,7 @@ def _dunder(op, name, f):
 
             return unary
 
-        def binary(self, other):
-            t = _lazy2(op, other, self) if reflected else _lazy2(op, self, other)
-            if t is not None:
-                return t
-            return apply(op, other, self) if reflected else apply(op, self, other)
-
-        return binary
+        return _binary_fast(op, reflected, fallback=True)
     if op.nin == 1:
         return lambda self: apply(op, self)
     if reflected:
@@ -1592,8 +1606,13 @@ def _dunder(op, name, f):
     return lambda self, other: apply(op, self, other)
 
 
+_LAZY2 = {}  # opcode -> _binary_fast(op): the general path's first try for two inputs
+
+
 def _bind():
     for op in OPS + COMPOSITES:
+        if op.lazy is not None and op.nin == 2:
+            _LAZY2[op.opcode] = _binary_fast(op)
         f = _frontend(op)
         for name in op.functions:
             FUNCTIONS[name] = f
