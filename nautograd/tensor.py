@@ -1162,12 +1162,13 @@ def _batches_too_small(tape):
     return False
 
 
-def _lazy1(op, x, kwargs, seq=None):
+def _lazy1(op, x, kwargs, items=None, seq=None):
     """``_lazy``'s fast path for one input: a deferred value of this thread's batch, and an
     op already seen with its shape and attributes on this tape (its row head is known).
     Also called straight from the methods' frontends (_frontend), as _binary_fast from the
     operators. With ``seq`` (an op on a sequence, stack; ``x`` its first item): every item
-    a deferred value of that batch (a scalar DAG's stack of four: 1.57 -> 1.24 us)."""
+    a deferred value of that batch (a scalar DAG's stack of four: 1.57 -> 1.24 us).
+    ``items``: ``tuple(kwargs.items())`` when the caller has it already."""
     if type(x) is not _Lazy:
         return None
     b = x._b
@@ -1187,10 +1188,10 @@ def _lazy1(op, x, kwargs, seq=None):
             vs.append(t._v)
             shapes.append(t._shape)
         shapes = tuple(shapes)
+    if items is None and kwargs:
+        items = tuple(kwargs.items())
     try:
-        hit = tape.fast.get(
-            (op.opcode, shapes, tuple(kwargs.items())) if kwargs else (op.opcode, shapes)
-        )
+        hit = tape.fast.get((op.opcode, shapes, items) if kwargs else (op.opcode, shapes))
     except TypeError:  # an unhashable attribute: the eager path raises the op's error
         return None
     if hit is None or tape.n - b.n0 >= BATCH_NODES:
@@ -1534,7 +1535,7 @@ def _frontend(op):
             if args:
                 kwargs["dim"] = args[0]
             if lazy and type(tensors) is list and tensors:
-                t = _lazy1(op, tensors[0], kwargs, tensors)
+                t = _lazy1(op, tensors[0], kwargs, None, tensors)
                 if t is not None:
                     return t
             return apply(op, tensors, **kwargs)
@@ -1552,12 +1553,23 @@ def _frontend(op):
         ][nin:]
 
         first = names[0] if names else None
+        # an int given positionally (softmax(x, 0), x.unbind(0)) -> its attributes and their
+        # items, made once: a dict and a tuple less per call (the scalar DAG: 5,000 a step,
+        # dicts the garbage collector tracks; the nodes share them, and nothing writes them)
+        ints = {}
 
         def f(*args, **kwargs):
             if len(args) > nin:
                 # softmax(x, 0): the deferred fast path first (~0.3 us less than the loop)
                 if lazy and nin == 1 and len(args) == 2 and first and not kwargs:
-                    t = _lazy1(op, args[0], {first: args[1]})
+                    v = args[1]
+                    if type(v) is int:
+                        attrs = ints.get(v)
+                        if attrs is None and len(ints) < 64:
+                            attrs = ints[v] = ({first: v}, ((first, v),))
+                        t = None if attrs is None else _lazy1(op, args[0], *attrs)
+                    else:
+                        t = _lazy1(op, args[0], {first: v})
                     if t is not None:
                         return t
                 if len(args) - nin > len(names):

@@ -264,6 +264,28 @@ def test_inputs_used_across_batches_are_imported_into_each():
     close(results[0][1], results[1][1])
 
 
+def test_positional_int_attributes_of_deferred_ops_reach_their_nodes():
+    # softmax(x, d) and x.unbind(d) share one attribute dict per (op, d) among their nodes:
+    # each node must still see its own dim, here through double backward (create_graph
+    # formulas read the attributes) against torch
+    rng = np.random.default_rng(11)
+    x0, g0 = rng.standard_normal((4, 3)), rng.standard_normal((4, 3))
+    results = []
+    for lib in (ng, torch):
+        x = lib.tensor(x0, requires_grad=True)
+        y = x * 1.0
+        for _ in range(3):  # (from the second round on, the fast path with shared attributes)
+            y = lib.softmax(y, 0) * lib.log_softmax(y, 1) + lib.softmax(y, 1)
+            y = y + lib.stack(y.unbind(1), 1) * lib.stack(y.unbind(0), 0)
+        if lib is ng:
+            assert _deferred(y)
+        (g,) = lib.autograd.grad(y, x, lib.tensor(g0), create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), x)
+        results.append((y.detach(), g.detach(), gg))
+    for ours, theirs in zip(*results, strict=True):
+        close(ours, theirs, 1e-10)
+
+
 def test_the_switch_turns_the_deferred_forward_off():
     tensor_module.DEFER[0] = False
     try:
