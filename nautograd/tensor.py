@@ -1162,13 +1162,13 @@ def _batches_too_small(tape):
     return False
 
 
-def _lazy1(op, x, kwargs, items=None, seq=None):
+def _lazy1(op, x, kwargs, seq=None):
     """``_lazy``'s fast path for one input: a deferred value of this thread's batch, and an
     op already seen with its shape and attributes on this tape (its row head is known).
-    Also called straight from the methods' frontends (_frontend), as _binary_fast from the
-    operators. With ``seq`` (an op on a sequence, stack; ``x`` its first item): every item
-    a deferred value of that batch (a scalar DAG's stack of four: 1.57 -> 1.24 us).
-    ``items``: ``tuple(kwargs.items())`` when the caller has it already."""
+    Also called from the frontends given attributes by keyword, and from the unary
+    operators (the functions and methods take _unary_fast, the binary operators
+    _binary_fast). With ``seq`` (an op on a sequence, stack; ``x`` its first item): every
+    item a deferred value of that batch (a scalar DAG's stack of four: 1.57 -> 1.24 us)."""
     if type(x) is not _Lazy:
         return None
     b = x._b
@@ -1188,10 +1188,10 @@ def _lazy1(op, x, kwargs, items=None, seq=None):
             vs.append(t._v)
             shapes.append(t._shape)
         shapes = tuple(shapes)
-    if items is None and kwargs:
-        items = tuple(kwargs.items())
     try:
-        hit = tape.fast.get((op.opcode, shapes, items) if kwargs else (op.opcode, shapes))
+        hit = tape.fast.get(
+            (op.opcode, shapes, tuple(kwargs.items())) if kwargs else (op.opcode, shapes)
+        )
     except TypeError:  # an unhashable attribute: the eager path raises the op's error
         return None
     if hit is None or tape.n - b.n0 >= BATCH_NODES:
@@ -1202,30 +1202,78 @@ def _lazy1(op, x, kwargs, items=None, seq=None):
     if multi:
         return _emit(tape, b, hit, (x._v,), kwargs, x)
     b.rows += (hid, x._v)
-    # _result, inlined (as in _binary_fast): the call cost ~50 ns of an op's ~0.8 us
-    node = tape.n
-    tape.n = node + 1
-    b.meta.append(meta)
-    if kwargs:
-        b.kwargs[node] = kwargs
-    b.size += size
-    t = _new(_Lazy)
-    t._b = b
-    t._v = v = b.nv
-    b.nv = v + 1
-    t._shape = out
-    t._src = None
-    t._rg = True
-    t._tape = tape
-    t._out = 0
-    t._vc = None
-    if tape.free_h:
-        t._h = h = tape.free_h.pop()
-        tape.h2node[h] = node
-    else:
-        t._h = len(tape.h2node)
-        tape.h2node.append(node)
-    return t
+    return _result(tape, b, out, size, meta, kwargs)
+
+
+def _unary_fast(op, first, general):
+    """The function and method frontend of a deferrable one-input op: ``x`` alone, or with
+    its first attribute an int given positionally (``softmax(x, 0)``, ``x.unbind(0)``),
+    runs _lazy1's fast path here (the call to it cost ~0.15 us of ``ng.tanh(h)``'s ~1 us);
+    any other call, or a miss, goes to ``general`` (the frontend's argument handling, then
+    _lazy1 and ``apply``).
+
+    An int attribute takes a dict and items made once per value, shared by the nodes (read
+    only): a dict and a tuple less per call (the scalar DAG: 5,000 tracked dicts a step)."""
+    opcode = op.opcode
+    ints = {}  # int -> ({first: int}, ((first, int),))
+
+    def f(*args, **kwargs):
+        if kwargs:
+            return general(*args, **kwargs)
+        if len(args) == 1:
+            kw = None
+        elif len(args) == 2 and first and type(args[1]) is int:
+            attrs = ints.get(args[1])
+            if attrs is None:
+                if len(ints) >= 64:
+                    return general(*args)
+                v = args[1]
+                attrs = ints[v] = ({first: v}, ((first, v),))
+            kw, items = attrs
+        else:
+            return general(*args)
+        x = args[0]
+        if type(x) is not _Lazy:
+            return general(*args)
+        b = x._b
+        if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
+            return general(*args)
+        tape = x._tape
+        if getattr(_tape_local, "tape", None) is not tape:
+            return general(*args)
+        hit = tape.fast.get((opcode, x._shape) if kw is None else (opcode, x._shape, items))
+        if hit is None or tape.n - b.n0 >= BATCH_NODES:
+            return general(*args)
+        hid, out, size, multi, meta, _ = hit
+        if multi:
+            return _emit(tape, b, hit, (x._v,), kw, x)
+        b.rows += (hid, x._v)
+        # _result, inlined (as in _binary_fast): the call cost ~50 ns of an op's ~0.8 us
+        node = tape.n
+        tape.n = node + 1
+        b.meta.append(meta)
+        if kw is not None:
+            b.kwargs[node] = kw
+        b.size += size
+        t = _new(_Lazy)
+        t._b = b
+        t._v = v = b.nv
+        b.nv = v + 1
+        t._shape = out
+        t._src = None
+        t._rg = True
+        t._tape = tape
+        t._out = 0
+        t._vc = None
+        if tape.free_h:
+            t._h = h = tape.free_h.pop()
+            tape.h2node[h] = node
+        else:
+            t._h = len(tape.h2node)
+            tape.h2node.append(node)
+        return t
+
+    return f
 
 
 def _binary_fast(op, reflected=False, fallback=False):
@@ -1330,7 +1378,7 @@ def _binary_fast(op, reflected=False, fallback=False):
 def _result(tape, b, out, size, meta, kwargs):
     """The single result of the op whose row was just appended to batch ``b``: its node,
     the tape's per-node entries, its value id and its tensor. (Inlined in the fast paths
-    _lazy1 and _binary_fast: keep them in step.)"""
+    _unary_fast and _binary_fast: keep them in step.)"""
     node = tape.n
     tape.n = node + 1
     b.meta.append(meta)
@@ -1431,40 +1479,48 @@ def _import_new(tape, b, x, saved):
     to _importable, cost ~0.25 us an RNN step). Only an input the op saves gets a version
     entry (``watch``) and its address: the RNN's x_t, which its add does not save, took
     ~0.3 us less (timing loop)."""
-    if x._rg and x._h >= 0 and x._tape is not tape:
+    rg = x._rg
+    h = x._h
+    if rg and h >= 0 and x._tape is not tape:
         return -1
     a = x._data
     m = a.size
     if a.dtype is not float64 or m > DEFER_MAX:
         return -1
-    if not x._rg:
+    if not rg:
         node = -1
-    elif x._h >= 0:
-        node = tape.h2node[x._h]
-    elif x._acc_tape is tape:
-        node = tape.h2node[x._acc_h]
-    else:  # the leaf's AccumulateGrad node, new: a row of the batch (as _accumulator)
-        if x._acc_tape is not None:
-            x._acc_tape.drop_acc_handle(x._acc_h)
-        node = tape.n
-        tape.n = node + 1
-        b.rows += (-2, m)
-        b.meta.append(None)
-        b.objs.append((node, weakref.ref(x)))
-        x._acc_tape = tape
-        x._acc_h = tape.new_acc_handle(node)
-    nr = x._out if x._h >= 0 else 0
+        nr = 0
+    elif h >= 0:
+        node = tape.h2node[h]
+        nr = x._out
+    else:
+        nr = 0
+        if x._acc_tape is tape:
+            node = tape.h2node[x._acc_h]
+        else:  # the leaf's AccumulateGrad node, new: a row of the batch (as _accumulator)
+            if x._acc_tape is not None:
+                x._acc_tape.drop_acc_handle(x._acc_h)
+            node = tape.n
+            tape.n = node + 1
+            b.rows += (-2, m)
+            b.meta.append(None)
+            b.objs.append((node, weakref.ref(x)))
+            x._acc_tape = tape
+            x._acc_h = tape.new_acc_handle(node)
     vc = x._vc
     if vc is None:
         x._vc = vc = [0]
     v = b.nv
     b.nv = v + 1
-    addr = address_of(a) if saved and m > SMALL and a.flags.c_contiguous else 0
-    b.rows += (-1, b.nimp, m, node, nr, addr)
-    b.arrays.append(a.flatten())  # (a float64 copy: checked above)
-    b.nimp += m
+    nimp = b.nimp
+    b.nimp = nimp + m
     if saved:
+        addr = address_of(a) if m > SMALL and a.flags.c_contiguous else 0
         b.watch.append((vc, vc[0], a, v, addr))  # (Tape._note_batch_versions)
+    else:
+        addr = 0
+    b.rows += (-1, nimp, m, node, nr, addr)
+    b.arrays.append(a.flatten())  # (a float64 copy: checked above)
     if len(vc) == 1:  # (on x: a dict of the batch by id(x) took ~80 ns more an import)
         x._imp = (b.token, a, vc[0], node, nr, v, saved)
     return v
@@ -1493,15 +1549,20 @@ def _reuse(tape, b, x, saved, seen):
         return -1
     if not x._rg:
         node = -1
-    elif x._h >= 0:
-        if x._tape is not tape:
-            return -1
-        node = tape.h2node[x._h]
-    elif x._acc_tape is tape:
-        node = tape.h2node[x._acc_h]
+        nr = 0
     else:
-        return -1
-    if seen[3] != node or seen[4] != (x._out if x._h >= 0 else 0):
+        h = x._h
+        if h >= 0:
+            if x._tape is not tape:
+                return -1
+            node = tape.h2node[h]
+            nr = x._out
+        elif x._acc_tape is tape:
+            node = tape.h2node[x._acc_h]
+            nr = 0
+        else:
+            return -1
+    if seen[3] != node or seen[4] != nr:
         return -1
     if saved and not seen[6]:
         a = seen[1]
@@ -1535,7 +1596,7 @@ def _frontend(op):
             if args:
                 kwargs["dim"] = args[0]
             if lazy and type(tensors) is list and tensors:
-                t = _lazy1(op, tensors[0], kwargs, None, tensors)
+                t = _lazy1(op, tensors[0], kwargs, tensors)
                 if t is not None:
                     return t
             return apply(op, tensors, **kwargs)
@@ -1553,25 +1614,9 @@ def _frontend(op):
         ][nin:]
 
         first = names[0] if names else None
-        # an int given positionally (softmax(x, 0), x.unbind(0)) -> its attributes and their
-        # items, made once: a dict and a tuple less per call (the scalar DAG: 5,000 a step,
-        # dicts the garbage collector tracks; the nodes share them, and nothing writes them)
-        ints = {}
 
         def f(*args, **kwargs):
             if len(args) > nin:
-                # softmax(x, 0): the deferred fast path first (~0.3 us less than the loop)
-                if lazy and nin == 1 and len(args) == 2 and first and not kwargs:
-                    v = args[1]
-                    if type(v) is int:
-                        attrs = ints.get(v)
-                        if attrs is None and len(ints) < 64:
-                            attrs = ints[v] = ({first: v}, ((first, v),))
-                        t = None if attrs is None else _lazy1(op, args[0], *attrs)
-                    else:
-                        t = _lazy1(op, args[0], {first: v})
-                    if t is not None:
-                        return t
                 if len(args) - nin > len(names):
                     raise TypeError(
                         f"{op.name}() takes {nin + len(names)} positional arguments but "
@@ -1587,6 +1632,9 @@ def _frontend(op):
                 if t is not None:
                     return t
             return apply(op, *args, **kwargs)
+
+        if lazy and nin == 1:
+            f = _unary_fast(op, first, f)
 
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = f"torch.{op.name} (nautograd op {op.name}; backward {op.node_name})."

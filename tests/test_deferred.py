@@ -286,6 +286,26 @@ def test_positional_int_attributes_of_deferred_ops_reach_their_nodes():
         close(ours, theirs, 1e-10)
 
 
+def test_the_unary_frontends_fast_path_keeps_their_argument_handling():
+    # _unary_fast takes x alone and x with an int attribute; everything else goes through
+    # the frontend's argument handling, with its errors
+    x = ng.tensor([0.5, -1.0, 2.0], dtype=ng.float64, requires_grad=True)
+    h = x * 2.0
+    for _ in range(2):  # (the second round takes the fast path)
+        a, b, c = ng.tanh(h), h.tanh(), ng.softmax(h, 0)
+        d = ng.softmax(h, dim=0)
+        assert all(_deferred(t) for t in (a, b, c, d))
+        with pytest.raises(TypeError, match=r"tanh\(\) takes 1 positional arguments? but 2"):
+            ng.tanh(h, 0)
+        with pytest.raises(TypeError, match="multiple values for argument 'dim'"):
+            ng.softmax(h, 0, dim=0)
+    ht = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64) * 2.0
+    close(a, torch.tanh(ht))
+    close(b, torch.tanh(ht))
+    for t in (c, d):
+        close(t, torch.softmax(ht, 0))
+
+
 def test_the_switch_turns_the_deferred_forward_off():
     tensor_module.DEFER[0] = False
     try:
