@@ -1616,6 +1616,8 @@ def _frontend(op):
         first = names[0] if names else None
 
         def f(*args, **kwargs):
+            if not args and nin == 1 and "input" in kwargs:  # torch's keyword: tanh(input=x)
+                args = (kwargs.pop("input"),)
             if len(args) > nin:
                 if len(args) - nin > len(names):
                     raise TypeError(

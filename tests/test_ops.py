@@ -286,3 +286,32 @@ def test_stack_and_cat_of_each_kind_of_sequence_match_torch(name, items, contain
 def test_stack_of_an_empty_list_raises_torchs_error():
     with pytest.raises(RuntimeError, match="expected a non-empty list of Tensors"):
         ng.stack([])
+
+
+@pytest.mark.parametrize(
+    "name, kwargs",
+    [
+        ("tanh", {}),
+        ("exp", {}),
+        ("sigmoid", {}),
+        ("relu", {}),
+        ("sqrt", {}),
+        ("sum", {}),
+        ("sum", {"dim": 0}),
+        ("mean", {"dim": 1}),
+        ("softmax", {"dim": 0}),
+        ("log_softmax", {"dim": 1}),
+    ],
+)
+def test_one_input_functions_take_torchs_input_keyword(name, kwargs):
+    # torch.tanh(input=x): the frontends took the tensor positionally only ("takes 1 tensor
+    # argument(s), got 0")
+    x0 = np.random.default_rng(3).uniform(0.2, 0.8, (3, 4))
+    results = []
+    for lib in (ng, torch):
+        x = lib.tensor(x0, requires_grad=True)
+        y = getattr(lib, name)(input=x, **kwargs)
+        y.backward(lib.ones_like(y))
+        results.append((y.detach().numpy(), x.grad.numpy()))
+    for ours, theirs in zip(*results, strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
