@@ -51,6 +51,43 @@ def test_matmul_backward_stores_then_adds_into_shared_buffers(big):
         close(g, tg, 1e-10)
 
 
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+@pytest.mark.parametrize(
+    "xs, ys",
+    [
+        ((7, 5), (5, 1)),  # grad_y = x^T g: a matrix-vector product; grad_x an outer product
+        ((1, 5), (5, 6)),  # grad_y = x^T g: an outer product; grad_x = g y^T a vector
+        ((7, 1), (1, 6)),  # grad_x = g y^T, grad_y = x^T g: vectors times a matrix
+        ((7, 5), (5,)),
+        ((5,), (5, 6)),
+        ((5,), (5,)),
+        ((3, 7, 5), (5,)),  # batched: one product per item, the vector's gradient summed
+        ((40, 300), (300,)),  # big: the weight's buffer is its own (>= 4096 elements)
+        ((1, 1), (1, 1)),
+        ((7, 0), (0, 1)),  # k = 0: BLAS zeroes the fresh buffers
+    ],
+)
+def test_matmul_backward_with_a_vector_operand_matches_torch(xs, ys, dtype):
+    # gemm hands products with a vector operand (k, n or m 1) to loops of its own
+    # (kernels/_jit.py _LOOP), transposed or not, storing into a fresh buffer or adding into a
+    # written one (each input is used twice: the second product adds)
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(xs), rng.standard_normal(ys)
+    out_shape = torch.matmul(torch.tensor(a), torch.tensor(b)).shape
+    g1, g2 = rng.standard_normal(out_shape), rng.standard_normal(out_shape)
+    grads = []
+    for lib in (ng, torch):
+        dt = getattr(lib, dtype)
+        x = lib.tensor(a, dtype=dt, requires_grad=True)
+        y = lib.tensor(b, dtype=dt, requires_grad=True)
+        loss = ((x @ y) * lib.tensor(g1, dtype=dt)).sum()
+        loss = loss + ((x @ y).sin() * lib.tensor(g2, dtype=dt)).sum()
+        loss.backward()
+        grads.append((x.grad, y.grad))
+    for g, tg in zip(*grads, strict=True):
+        close(g, tg, 1e-10 if dtype == "float64" else 1e-4)
+
+
 def test_diamond_graph_matches_torch():
     def f(lib, x):
         a = x.sin()
