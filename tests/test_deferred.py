@@ -504,3 +504,43 @@ def test_a_deferred_division_by_zero_gives_inf_and_nan_as_torch():
     assert _deferred(result)
     xt = torch.tensor(values, dtype=torch.float64)
     np.testing.assert_array_equal(result.detach().numpy(), (xt / 0.0).numpy())
+
+
+def test_a_node_saving_two_big_inputs_checks_each_and_only_its_own():
+    # a deferred node keeps what it saved by address through its version entries, one entry
+    # tuple per value shared by the nodes that saved it (Tape._note_batch_versions): a node
+    # that saved A and B raises when B changes in place; one that saved A alone does not
+    rng = np.random.default_rng(11)
+    a0, b0, h0 = rng.standard_normal((6, 6)), rng.standard_normal((6, 6)), rng.standard_normal(6)
+    for lib in (ng, torch):
+        A = lib.tensor(a0, requires_grad=True)
+        B = lib.tensor(b0, requires_grad=True)
+        h = lib.tensor(h0, requires_grad=True)
+        only_a = (A @ h).sum()  # saves A (and h)
+        both = (A @ B).sum()  # saves A and B
+        if lib is ng:
+            assert _deferred(only_a) and _deferred(both)
+        with lib.no_grad():
+            B.mul_(2.0)
+        (grad_h,) = lib.autograd.grad(only_a, h, retain_graph=True)
+        close(grad_h, a0.sum(0))
+        with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+            both.backward()
+
+
+def test_double_backward_through_a_deferred_node_that_saved_a_big_input_by_address():
+    # create_graph reads a deferred node's by-address values from its version entries
+    rng = np.random.default_rng(12)
+    w0, h0, v0 = rng.standard_normal((6, 6)), rng.standard_normal(6), rng.standard_normal((6, 6))
+    results = []
+    for lib in (ng, torch):
+        W = lib.tensor(w0, requires_grad=True)
+        h = lib.tensor(h0, requires_grad=True)
+        loss = lib.tanh(W @ h).sum()
+        if lib is ng:
+            assert _deferred(loss)
+        (grad_W,) = lib.autograd.grad(loss, W, create_graph=True)
+        (grad_W * lib.tensor(v0)).sum().backward()
+        results.append((grad_W.detach(), W.grad, h.grad))
+    for ours, theirs in zip(*results, strict=True):
+        close(ours, theirs)

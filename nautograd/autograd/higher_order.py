@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 
-from ..graph.tape import ACC, ANOMALY, F32, HAS_SAVED, PY, RELEASED
+from ..graph.tape import ACC, ANOMALY, F32, HAS_SAVED, PY, RELEASED, address_of
 from ..kernels import OPS
 from ..tensor import _wrap
 from ._errors import RELEASED_MSG, modified_inplace
@@ -91,7 +91,11 @@ class FormulaCtx:
             s0, s1 = t.saved_ptr[i : i + 2].tolist()
             offs = t.saved_off[s0:s1].tolist()
             lens = t.saved_addr[s0:s1].tolist()
-            kept = iter(t.obj[i] or ())
+            kept = t.obj[i]
+            if kept is None:  # a deferred node: its version entries keep them (by address)
+                by_address = {address_of(e[2]): e[2] for e in t.versions.get(i, ())}
+                kept = [by_address[m] for off, m in zip(offs, lens, strict=True) if off < 0]
+            kept = iter(kept)
             V = t.v32 if t.flags[i] & F32 else t.v64
             out = []
             for off, m in zip(offs, lens, strict=True):
@@ -317,7 +321,7 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
             tape.flags[node] |= RELEASED
             if f & PY and isinstance(ctx, FunctionCtx):
                 ctx._release()
-            elif obj[node] is not None:  # (AccumulateGrad nodes never get here)
+            else:  # (AccumulateGrad nodes never get here)
                 obj[node] = None
                 tape.versions.pop(node, None)
     if target_edges is None:
