@@ -82,8 +82,11 @@ class Tensor:
     # because views and saved results set it, where a __dict__ cost ~0.3 us to create)
     # (_b, _v, _shape, _src: a deferred result's batch, value id, shape and the tensor its
     # memory is a run of, see _Lazy; unset on other tensors)
+    # (_imp: its import into a deferred batch (_import_new), None when made; a _Lazy's is
+    # unset until it is forced, so reads are under try. As a class default it lived in the
+    # __dict__, whose creation at the first import took ~0.3 us of an RNN step's x_t)
     __slots__ = (
-        "_data", "_rg", "_tape", "_h", "_out", "_vc", "_b", "_v", "_shape", "_src",
+        "_data", "_rg", "_tape", "_h", "_out", "_vc", "_b", "_v", "_shape", "_src", "_imp",
         "__dict__", "__weakref__",
     )  # fmt: skip
     _grad = None
@@ -91,7 +94,6 @@ class Tensor:
     _acc_h = -1
     _retains = False
     _hooks = None
-    _imp = None  # its import into a deferred batch (tensor.py _import_new)
     __array_priority__ = 1000
     __array_ufunc__ = None  # numpy operators defer to Tensor's reflected methods
 
@@ -103,6 +105,7 @@ class Tensor:
         self._h = -1
         self._out = 0
         self._vc = None
+        self._imp = None
         if isinstance(data, Tensor):  # another tensor's memory
             _expose(self)
             _expose(data)
@@ -516,6 +519,7 @@ def _wrap(a, requires_grad=False):
     t._h = -1
     t._out = 0
     t._vc = None
+    t._imp = None
     return t
 
 
@@ -747,6 +751,7 @@ def _run(op, args, arrays, dt, rg, kwargs):
             t._tape = tape
             t._out = j
             t._vc = None
+            t._imp = None
             if free_h:
                 t._h = h = free_h.pop()
                 h2node[h] = node
@@ -772,6 +777,7 @@ def _run(op, args, arrays, dt, rg, kwargs):
     t._tape = tape
     t._out = 0
     t._vc = None
+    t._imp = None
     # tape.new_handle(node), inlined: this runs once per recorded op
     if tape.free_h:
         t._h = h = tape.free_h.pop()
@@ -1013,7 +1019,7 @@ def _force(t):
         t._vc = vc = [0]
     b.tape.note_value_versions(b, t._v, vc, a)
     _DATA.__set__(t, a)
-    t._b = t._src = None
+    t._b = t._src = t._imp = None
     t.__class__ = Tensor
     return a
 
@@ -1323,7 +1329,10 @@ def _binary_fast(op, reflected=False, fallback=False):
         if tx is _Lazy:
             vx = x._v
         else:
-            seen = x._imp
+            try:
+                seen = x._imp
+            except AttributeError:  # (never imported: the slot is unset)
+                seen = None
             vx = (
                 -1
                 if seen is None or seen[0] is not b.token
@@ -1336,7 +1345,10 @@ def _binary_fast(op, reflected=False, fallback=False):
         if ty is _Lazy:
             vy = y._v
         else:
-            seen = y._imp
+            try:
+                seen = y._imp
+            except AttributeError:  # (never imported: the slot is unset)
+                seen = None
             vy = (
                 -1
                 if seen is None or seen[0] is not b.token
@@ -1465,7 +1477,10 @@ def _import(tape, b, x, saved):
         b.arrays.append(np.array((x,), float64))
         b.nimp += 1
         return v
-    seen = x._imp
+    try:
+        seen = x._imp
+    except AttributeError:  # (never imported)
+        seen = None
     if seen is not None and seen[0] is b.token:
         v = _reuse(tape, b, x, saved, seen)
         if v >= 0:
