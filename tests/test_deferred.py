@@ -151,6 +151,26 @@ def test_an_input_changed_in_place_between_two_uses_in_a_batch():
             (first + second).sum().backward()
 
 
+@pytest.mark.parametrize("n", [3, 40])
+def test_an_input_first_used_unsaved_then_changed_in_place_reaches_the_next_use(n):
+    # x's first use (an add, which saves nothing) imports it before it has a version counter
+    # (version 0, none made); the in-place change makes one at version 1: the next use in
+    # the batch imports the new value, through x itself or through a view of it
+    for lib in (ng, torch):
+        h = lib.tanh(lib.tensor(np.linspace(-1, 1, n), requires_grad=True))
+        x = lib.tensor(np.linspace(0, 1, n))
+        first = h + x
+        with lib.no_grad():
+            x.add_(1.0)
+        second = h + x
+        with lib.no_grad():
+            x[:].mul_(2.0)  # through a view: x's counter, shared
+        third = h * x
+        close(first.detach(), np.tanh(np.linspace(-1, 1, n)) + np.linspace(0, 1, n))
+        close(second.detach(), np.tanh(np.linspace(-1, 1, n)) + np.linspace(0, 1, n) + 1.0)
+        close(third.detach(), np.tanh(np.linspace(-1, 1, n)) * (np.linspace(0, 1, n) + 1) * 2)
+
+
 def test_a_big_input_saved_by_a_deferred_node_is_kept_by_reference_as_torch_keeps_it():
     # a saved input of more than 16 elements is kept as the eager path and torch keep it: its
     # own memory (a raw write before backward reaches the gradient), its version checked
