@@ -1332,7 +1332,7 @@ def _binary_fast(op, reflected=False, fallback=False):
         else:
             try:
                 seen = x._imp
-            except AttributeError:  # (never imported: the slot is unset)
+            except AttributeError:  # (a tensor made without it; see Tensor)
                 seen = None
             vx = (
                 -1
@@ -1348,7 +1348,7 @@ def _binary_fast(op, reflected=False, fallback=False):
         else:
             try:
                 seen = y._imp
-            except AttributeError:  # (never imported: the slot is unset)
+            except AttributeError:  # (a tensor made without it; see Tensor)
                 seen = None
             vy = (
                 -1
@@ -1483,7 +1483,7 @@ def _import(tape, b, x, saved):
         return v
     try:
         seen = x._imp
-    except AttributeError:  # (never imported)
+    except AttributeError:  # (an unforced _Lazy of a run batch)
         seen = None
     if seen is not None and seen[0] is b.token:
         v = _reuse(tape, b, x, saved, seen)
@@ -1542,10 +1542,8 @@ def _import_new(tape, b, x, saved):
     # its bytes, in C order (float64: checked above), joined by run_batch: 144 ns where
     # flatten() took ~340 and np.concatenate ~0.15 us more an array (x_t, RNN step)
     b.arrays.append(a.tobytes())
-    if vc is None:
-        x._imp = (b.token, a, 0, node, nr, v, saved)
-    elif len(vc) == 1:  # (on x: a dict of the batch by id(x) took ~80 ns more an import)
-        x._imp = (b.token, a, vc[0], node, nr, v, saved)
+    if vc is None or len(vc) == 1:  # (on x: a dict by id(x) took ~80 ns more an import)
+        x._imp = (b.token, a, 0 if vc is None else vc[0], node, nr, v, saved)
     return v
 
 
@@ -1567,11 +1565,8 @@ def _reuse(tape, b, x, saved, seen):
     # seen: (batch token, array, version, node, output, value id, watched)
     if seen[1] is not x._data:
         return -1
-    vc = x._vc
-    if vc is None:  # (no counter yet: version 0, as _import_new noted it)
-        if seen[2]:
-            return -1
-    elif len(vc) != 1 or seen[2] != vc[0]:
+    vc = x._vc  # (None: no counter yet, so version 0, as _import_new noted it)
+    if vc is not None and (len(vc) != 1 or seen[2] != vc[0]):
         return -1
     if not x._rg:
         node = -1
