@@ -1535,6 +1535,11 @@ def _import_new(tape, b, x, saved):
         if vc is None:
             x._vc = vc = [0]
         addr = address_of(a) if m > SMALL and a.flags.c_contiguous else 0
+        # a node's by-address values are found by address (its version entries keep them,
+        # Tape._note_batch_versions): one kept array of another size at this address (a
+        # prefix slice of it, x[:20] beside x.reshape(20, 20)) makes this one a copy
+        if addr and b.addrs.setdefault(addr, m) != m:
+            addr = 0
         b.watch.append((vc, vc[0], a, v, addr))  # (Tape._note_batch_versions)
     else:  # (no counter made for it: version 0 until one is, ~60 ns an x_t)
         addr = 0

@@ -564,3 +564,21 @@ def test_double_backward_through_a_deferred_node_that_saved_a_big_input_by_addre
         results.append((grad_W.detach(), W.grad, h.grad))
     for ours, theirs in zip(*results, strict=True):
         close(ours, theirs)
+
+
+def test_double_backward_through_a_node_saving_a_slice_and_a_reshape_of_one_tensor():
+    # x[:20] and x.reshape(20, 20) start at one address with different sizes: a deferred
+    # node that saved both must give create_graph each of them (the by-address lookup
+    # returned the 400-element array for the slice: "cannot reshape array of size 400")
+    x0 = np.random.default_rng(13).standard_normal(400) * 0.1
+    results = []
+    for lib in (ng, torch):
+        x = lib.tensor(x0, requires_grad=True)
+        loss = lib.tanh(x[:20] @ x.reshape(20, 20)).sum()
+        if lib is ng:
+            assert _deferred(loss)
+        (grad_x,) = lib.autograd.grad(loss, x, create_graph=True)
+        (grad_x * grad_x).sum().backward()
+        results.append((grad_x.detach(), x.grad))
+    for ours, theirs in zip(*results, strict=True):
+        close(ours, theirs)

@@ -93,7 +93,11 @@ class FormulaCtx:
             lens = t.saved_addr[s0:s1].tolist()
             kept = t.obj[i]
             if kept is None:  # a deferred node: its version entries keep them (by address)
-                by_address = {address_of(e[2]): e[2] for e in t.versions.get(i, ())}
+                # (the first entry at an address: the batch kept that import by address, and
+                # a later one there of another size as a copy, tensor.py _import_new)
+                by_address = {}
+                for e in t.versions.get(i, ()):
+                    by_address.setdefault(address_of(e[2]), e[2])
                 kept = [by_address[m] for off, m in zip(offs, lens, strict=True) if off < 0]
             kept = iter(kept)
             V = t.v32 if t.flags[i] & F32 else t.v64

@@ -194,7 +194,7 @@ def _inlined(forward):
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 2602db4deefe60fe
+# sources hash: 85fab10bf63f3f91
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _f0 = _inlined(_OPS[0].lazy[1])  # mul

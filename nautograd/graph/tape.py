@@ -609,7 +609,7 @@ class Tape:
         self.meta += b.meta
         self.kwargs.update(b.kwargs)
         self.out_shapes.update(b.out_shapes)
-        b.rows = b.arrays = b.meta = b.objs = b.kwargs = b.out_shapes = None
+        b.rows = b.arrays = b.meta = b.objs = b.kwargs = b.out_shapes = b.addrs = None
         self._new_pending()
         if b.watch:
             self._note_batch_versions(b.watch, sptr, snode, b.changes0)
@@ -833,13 +833,14 @@ class Batch:
     elements the ops write; ``arrays``: copies of the inputs from outside the batch (their
     offsets follow each other: ``nimp``). ``meta``,
     ``objs``, ``kwargs``, ``out_shapes``: what the tape keeps per node in Python. After the
-    run: ``S``, the store, and ``voff``, each value's offset in it.
+    run: ``S``, the store, and ``voff``, each value's offset in it. ``addrs``: address ->
+    size of the inputs kept by address (tensor.py _import_new).
     """
 
     __slots__ = (
         "tape", "n0", "rows", "nv", "size", "arrays", "nimp", "meta", "objs",
         "kwargs", "out_shapes", "watch", "token", "changes0", "S", "voff", "sptr", "snode",
-        "epoch",
+        "epoch", "addrs",
     )  # fmt: skip
 
     def __init__(self, tape):
@@ -858,6 +859,7 @@ class Batch:
         self.kwargs = {}
         self.out_shapes = {}
         self.watch = []
+        self.addrs = {}
         # marks the imports into this batch (a tensor's ``_imp``, tensor.py _import_new)
         self.token = object()
         self.changes0 = _in_place_changes()
