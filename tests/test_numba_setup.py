@@ -1,5 +1,6 @@
 """Numba set-up: the cache falls back to a user cache directory when the package is not
-writable; scipy's BLAS is loaded without scipy.linalg's __init__."""
+writable; scipy's BLAS is loaded without scipy.linalg's __init__; cache loads of our own
+functions skip Numba's registry refresh."""
 
 import os
 import subprocess
@@ -9,6 +10,7 @@ import numba
 import numpy as np
 import pytest
 
+import nautograd as ng
 from nautograd import _numba_setup
 
 
@@ -78,6 +80,42 @@ def test_nautograd_imported_after_scipy_linalg_leaves_it_alone():
         "for f in sys.meta_path))"
     )
     assert _run(code) == "False 0"
+
+
+def test_a_warm_cache_loads_the_engine_without_numbas_registry_refresh():
+    # Numba refreshes its whole registry (numba.cpython.listobj among ~70 modules, 0.17 s)
+    # before every cache load; our loads skip it (_numba_setup.light_cache_loads), and a
+    # compile after them still finds the registry (a list in nopython code needs listobj)
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    (x * x).sum().backward()  # (the child's first backward, in the cache for certain)
+    code = (
+        "import sys, numba, numpy as np, nautograd as ng; "
+        "x = ng.tensor([1.0, 2.0], requires_grad=True); (x * x).sum().backward(); "
+        "loaded = 'numba.cpython.listobj' in sys.modules; "
+        "f = numba.njit(lambda n: sum([i * i for i in range(n)])); "
+        "y = ng.tensor(np.ones((2, 2), np.float32), requires_grad=True); "
+        "(y @ y).sum().backward(); "
+        "print(loaded, f(4), x.grad.tolist(), y.grad.tolist())"
+    )
+    assert _run(code) == "False 14 [2.0, 4.0] [[4.0, 4.0], [4.0, 4.0]]"
+
+
+def test_light_cache_loads_patch_numba_once_and_only_for_nautograd():
+    from numba.core import caching
+
+    assert _numba_setup.light_cache_loads() is True
+    patched = caching.Cache.load_overload
+    assert _numba_setup.light_cache_loads() is True
+    assert caching.Cache.load_overload is patched  # (not wrapped twice)
+
+    class Foreign:  # another package's cache: Numba's own load, refresh first
+        _py_func = len  # (module "builtins")
+
+    calls = []
+    target = type("Target", (), {"refresh": lambda self: calls.append("refresh")})()
+    with pytest.raises(AttributeError):  # (Numba's load goes on past its refresh)
+        patched(Foreign(), (), target)
+    assert calls == ["refresh"]
 
 
 def test_products_use_the_openblas_numpy_bundles():
