@@ -388,7 +388,7 @@ def _record(ctx, args, output):
         a = t._data
         if (
             a.dtype.kind != "f"
-            or any(t is u for u in diff)
+            or (diff and any(t is u for u in diff))
             or (non_diff and any(t is u for u in non_diff))
         ):
             layout.append((-1, a.shape, a.dtype))
