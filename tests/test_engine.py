@@ -1182,6 +1182,102 @@ def test_leaves_that_die_or_stop_requiring_grad_release_their_accumulator_handle
     assert _on_a_new_thread(body) == [(3, 3), (1, 1), (3, 1, [2.0 + 2.0]), (2, 0, 0)]
 
 
+def test_a_training_loops_restart_cuts_the_tape_back_to_its_accumulators_and_keeps_the_attribute_pools(
+    monkeypatch,
+):
+    # a restart recorded the leaves' AccumulateGrad nodes again and interned every op's
+    # attributes again (~2 us a leaf, ~1 us an op); the same leaves now cut the tape back to
+    # the nodes the last restart recorded, and the attribute pools stay; a new leaf or a dead
+    # one takes the full restart again
+    from nautograd.graph import tape as tape_module
+
+    cuts, interned = [], []
+    intern = tape_module.Tape._intern
+    monkeypatch.setattr(
+        tape_module.Tape, "_intern", lambda self, *a: interned.append(a[1]) or intern(self, *a)
+    )
+    truncate = tape_module.Tape._truncate_to_accumulators
+    monkeypatch.setattr(
+        tape_module.Tape,
+        "_truncate_to_accumulators",
+        lambda self: cuts.append(truncate(self)) or cuts[-1],
+    )
+    rng = np.random.default_rng(5)
+    W0, b0, c0 = rng.standard_normal((3, 4)), rng.standard_normal(4), rng.standard_normal(4)
+    x0 = rng.standard_normal((5, 3)).astype(np.float32)
+
+    def body(lib):
+        tape = tape_module.current_tape() if lib is ng else None
+        w = lib.tensor(W0.astype(np.float32), requires_grad=True)
+        b = lib.tensor(b0.astype(np.float32), requires_grad=True)
+        c = lib.tensor(c0.astype(np.float32), requires_grad=True)
+        x = lib.tensor(x0)
+        out = []
+        for step in range(8):
+            params = [w, b] if step < 3 or step >= 6 else [w, b, c]
+            h = x @ w
+            first = tape.n if tape is not None else None  # (a restart, then the matmul)
+            h = lib.clamp(h + b, min=-0.5, max=2.0)
+            if step >= 3 and step < 6:
+                h = h * c
+            loss = lib.log_softmax(h, 1).sum(1).mean()
+            loss.backward()
+            out.append([p.grad.numpy().copy() for p in params])
+            if tape is not None:
+                out[-1].append((first, len(interned)))
+            with lib.no_grad():
+                for p in params:
+                    p -= 0.1 * p.grad
+                    p.grad = None
+            del h, loss  # only the leaves' handles stay live: the next op restarts
+            if step == 5:
+                del c, params, p  # its accumulator's handle dies: the next restart records again
+                gc.collect()
+        return out
+
+    got = _on_a_new_thread(lambda: body(ng))
+    expected = body(torch)
+    for g, e in zip(got, expected, strict=True):
+        for a, b in zip(g[:-1], e, strict=True):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    # step 0 records w's and b's nodes as they come; each later step starts with a restart:
+    # recorded again at step 1 (no cut yet), 4 (c's node, recorded at step 3, joined the
+    # leaves) and 6 (c died), cut back to the last restart's nodes at steps 2, 3, 5 and 7
+    firsts = [g[-1][0] for g in got]
+    assert firsts == [2, 3, 3, 3, 4, 4, 3, 3]
+    assert cuts == [False, True, True, False, True, False, True]
+    interned_by = [g[-1][1] for g in got]  # attribute tuples interned so far
+    assert interned_by[0] > 0 and interned_by[2:] == [interned_by[2]] * 6
+
+
+def test_attribute_pools_start_afresh_once_they_hold_pool_max_entries(monkeypatch):
+    # a program whose attributes keep changing (a clamp bound per step) grows the pools;
+    # a restart past POOL_MAX forgets them and the row heads with them
+    from nautograd.graph import tape as tape_module
+
+    monkeypatch.setattr(tape_module, "POOL_MAX", 40)
+
+    def body(lib):
+        tape = tape_module.current_tape() if lib is ng else None
+        w = lib.tensor([0.5, -1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        grads, sizes = [], []
+        for step in range(60):
+            y = lib.clamp(w * 3.0, min=-1.0 + step / 100, max=4.0 - step / 50)
+            y = y.softmax(0)
+            (y * lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64)).sum().backward()
+            grads.append(w.grad.numpy().copy())
+            w.grad = None
+            del y  # the next step's first op restarts the tape
+            if tape is not None:
+                sizes.append(tape.nf)
+        return grads, sizes
+
+    (got, sizes) = _on_a_new_thread(lambda: body(ng))
+    expected, _ = body(torch)
+    np.testing.assert_allclose(np.array(got), np.array(expected), rtol=1e-12, atol=1e-14)
+    assert max(sizes) <= 40 + 8 and min(sizes[10:]) < 20
+
+
 def test_a_value_changed_in_place_before_later_saves_still_raises():
     # backward skips the version check when no in-place change came after the oldest entry
     # was noted; here the change comes between two saves, so the check must still run and
