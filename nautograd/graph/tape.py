@@ -293,7 +293,8 @@ class Tape:
         self.running = 0  # backward calls in progress on this tape (no compaction meanwhile)
         # the deferred forward (graph/deferred.py): the batch of ops not yet run; the row
         # heads (7 ints each, see add_head) and per (opcode, shapes, kwargs) the index of
-        # their head (their attributes are interned in the pools, which a reset keeps up to POOL_MAX)
+        # their head (their attributes are interned in the pools; a reset keeps both up to
+        # POOL_MAX)
         self.batch = None
         self.heads = []
         self.fast = {}
