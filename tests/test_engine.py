@@ -506,6 +506,63 @@ def test_sgd_update_under_no_grad_bumps_version():
         p.add_(1.0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_big_in_place_add_and_sub_on_blas_threads_match_torch_bit_for_bit(dtype, monkeypatch):
+    # p -= t and p += t of big contiguous arrays run as an OpenBLAS axpy with alpha -1 or 1
+    # (exact: the same sums as numpy's and torch's); overlapping, strided, broadcast and
+    # other dtypes take numpy's loop
+    import sys
+
+    from nautograd.kernels._jit import AXPY
+    from nautograd.tensor import AXPY_MIN
+
+    calls = []
+    monkeypatch.setattr(
+        sys.modules["nautograd.tensor"],
+        "AXPY",
+        {k: (lambda *a, f=f: calls.append(a[1]) or f(*a)) for k, f in AXPY.items()},
+    )
+
+    rng = np.random.default_rng(3)
+    p0 = rng.standard_normal((AXPY_MIN // 64 + 3, 64)).astype(dtype)
+    t0 = rng.standard_normal(p0.shape).astype(dtype)
+    row = rng.standard_normal(64).astype(dtype)
+
+    def run(lib):
+        p = lib.tensor(p0.copy(), requires_grad=True)
+        t, r = lib.tensor(t0), lib.tensor(row)
+        out = []
+        with lib.no_grad():
+            p -= t
+            out.append(p.detach().numpy().copy())
+            p += t * 0.5
+            p.add_(t)
+            p.sub_(t, alpha=0.25)
+            out.append(p.detach().numpy().copy())
+            p += r  # broadcast
+            p -= t.T.T  # the same array through views
+            p.view(-1)[::2].sub_(t.view(-1)[1::2])  # strided
+            out.append(p.detach().numpy().copy())
+            q = lib.tensor(t0.astype(np.float64 if dtype == np.float32 else np.float32))
+            p.add_(q)  # another dtype (same_kind casting)
+            out.append(p.detach().numpy().copy())
+        return out, p._version
+
+    got, version = run(ng)
+    expected, torch_version = run(torch)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_array_equal(g, e)
+    assert version == torch_version == 8
+    if AXPY:  # (numpy built on another BLAS: none)
+        assert calls == [-1.0, 1.0, 1.0, -1.0, -1.0]
+    # overlapping views of one array (torch refuses them): numpy's buffered loop
+    a = ng.tensor(p0.copy())
+    a[1:] -= a[:-1]
+    b = p0.copy()
+    b[1:] -= b[:-1].copy()
+    np.testing.assert_array_equal(a.numpy(), b)
+
+
 def test_grad_assignment_checks():
     x = ng.tensor([1.0, 2.0], requires_grad=True)
     with pytest.raises(RuntimeError, match="attempting to assign a gradient of size"):

@@ -222,23 +222,28 @@ _GEMM_SYMBOLS = {"s": "nautograd_cblas_sgemm", "d": "nautograd_cblas_dgemm"}
 _COL_MAJOR, _NO_TRANS, _TRANS = 102, 111, 112
 
 
-def _numpy_cblas():
-    """{"s": address, "d": address} of ``cblas_[sd]gemm`` in numpy's bundled OpenBLAS
-    (ILP64: 64-bit sizes; the symbols carry a ``scipy_`` prefix and a ``64_`` suffix), or
-    None."""
+def _numpy_openblas(function):
+    """{"s": f, "d": f}: the ctypes functions ``cblas_[sd]<function>`` of numpy's bundled
+    OpenBLAS (ILP64: 64-bit sizes; the symbols carry a ``scipy_`` prefix and a ``64_``
+    suffix), or None."""
     here = os.path.dirname(np.__file__)
     found = glob.glob(os.path.join(os.path.dirname(here), "numpy.libs", "*openblas64*"))
     found += glob.glob(os.path.join(here, ".dylibs", "*openblas64*"))
     for path in sorted(found):
         try:
             lib = ctypes.CDLL(path)  # the copy numpy loaded: dlopen returns its handle
-            return {
-                k: ctypes.cast(getattr(lib, f"scipy_cblas_{k}gemm64_"), ctypes.c_void_p).value
-                for k in "sd"
-            }
+            return {k: getattr(lib, f"scipy_cblas_{k}{function}64_") for k in "sd"}
         except (OSError, AttributeError):
             continue
     return None
+
+
+def _numpy_cblas():
+    """{"s": address, "d": address} of ``cblas_[sd]gemm`` in numpy's OpenBLAS, or None."""
+    found = _numpy_openblas("gemm")
+    if found is None:
+        return None
+    return {k: ctypes.cast(f, ctypes.c_void_p).value for k, f in found.items()}
 
 
 def _scipy_cblas():
@@ -277,6 +282,28 @@ def _bind_gemm():
 
 # "numpy" or "scipy": whose OpenBLAS the kernels' products (and big forward products) use
 GEMM_LIBRARY = _bind_gemm()
+
+
+def _bind_axpy():
+    """{dtype: ctypes cblas_[sd]axpy(n, alpha, x, incx, y, incy)} of numpy's OpenBLAS when
+    the products run there (its threads are the ones already awake), else empty."""
+    found = _numpy_openblas("axpy") if GEMM_LIBRARY == "numpy" else None
+    if found is None:
+        return {}
+    out = {}
+    for k, dt, c in (("s", np.float32, ctypes.c_float), ("d", np.float64, ctypes.c_double)):
+        f = found[k]
+        f.argtypes = [ctypes.c_int64, c, ctypes.c_void_p, ctypes.c_int64]
+        f.argtypes += [ctypes.c_void_p, ctypes.c_int64]
+        f.restype = None
+        out[np.dtype(dt)] = f
+    return out
+
+
+# y += alpha * x for big contiguous arrays (Tensor.add_/sub_ under no_grad, an SGD update's
+# ``p -= t``; tensor.py AXPY_MIN says from what size): OpenBLAS splits an axpy of more than
+# 10,000 elements over its threads, numpy's loop runs on one
+AXPY = _bind_axpy()
 
 
 @intrinsic
