@@ -633,17 +633,18 @@ def _engine_backward():
 
 def apply(op, *args, **kwargs):
     """Run ``op`` on tensors / arrays / numbers and record it for backward when needed."""
-    if op.lazy is not None and DEFER[0]:
-        # (a first input that cannot enter a batch, a float32 or big tensor, makes _lazy
-        # return None: asked here, ~0.5 us less an op of a float32 MLP)
-        x = args[0] if args else None
-        if type(x) is not Tensor or (x._data.dtype is float64 and x._data.size <= DEFER_MAX):
-            t = _lazy(op, args, kwargs)
-            if t is not None:
-                return t
+    if (
+        op.lazy is not None
+        and DEFER[0]
+        and (not args or (_may_defer(args[0]) and (len(args) < 2 or _may_defer(args[1]))))
+    ):
+        t = _lazy(op, args, kwargs)
+        if t is not None:
+            return t
     if len(args) == op.nin:
-        # the common case, two (or one) tensors of one floating dtype: no operand conversion,
-        # no promotion (~1 us less per op than the general path below)
+        # the common cases, two (or one) tensors of one floating dtype, or such a tensor and
+        # a Python number: no operand conversion, no promotion (~1 us less per op than the
+        # general path below; a number takes the tensor's dtype there too)
         x = args[0]
         if type(x) is Tensor:
             a = x._data
@@ -653,8 +654,17 @@ def apply(op, *args, **kwargs):
                     return _run(op, args, (a,), dt, x._rg, kwargs)
                 if op.nin == 2:
                     y = args[1]
-                    if type(y) is Tensor and y._data.dtype is dt:
+                    ty = type(y)
+                    if ty is Tensor and y._data.dtype is dt:
                         return _run(op, args, (a, y._data), dt, x._rg or y._rg, kwargs)
+                    if ty is float or ty is int:
+                        return _run(op, args, (a, _scalar(y, dt)), dt, x._rg, kwargs)
+        elif op.nin == 2 and (type(x) is float or type(x) is int) and type(args[1]) is Tensor:
+            y = args[1]
+            b = y._data
+            dt = b.dtype
+            if dt is float64 or dt is float32:
+                return _run(op, args, (_scalar(x, dt), b), dt, y._rg, kwargs)
     if op.nin == -1:
         if len(args) == 1 and type(args[0]) in (list, tuple):
             # a sequence of tensors of one floating dtype (stack, cat): the general loop
@@ -731,6 +741,16 @@ def apply(op, *args, **kwargs):
     return _run(op, args, arrays, dt, rg, kwargs)
 
 
+def _may_defer(x):
+    """False for a first input that makes the deferred forward's _lazy and _lazy1 return
+    None (a plain tensor that is not float64 or has more than DEFER_MAX elements): asked
+    first, ~0.5 us less an op of a float32 MLP."""
+    if type(x) is not Tensor:
+        return True
+    a = x._data
+    return a.dtype is float64 and a.size <= DEFER_MAX
+
+
 def _run(op, args, arrays, dt, rg, kwargs):
     """Forward ``op`` on prepared arrays; record a node when grad mode is on and rg."""
     result, saved, ip, fp = op.forward(*arrays, **kwargs)
@@ -800,9 +820,11 @@ def _run(op, args, arrays, dt, rg, kwargs):
         return tuple(wrapped)
     if type(result) is not np.ndarray:
         result = np.asarray(result)
+    dt = result.dtype
     node = tape.record_node(
-        op.opcode, result.dtype == float32, k, [result.size], saved, ip, fp, shapes
-    )
+        op.opcode, dt is float32 or (dt is not float64 and dt == float32), k, [result.size],
+        saved, ip, fp, shapes,
+    )  # fmt: skip
     if kwargs:
         tape.kwargs[node] = kwargs
     t = _new(Tensor)
@@ -1690,7 +1712,7 @@ def _frontend(op):
                         raise TypeError(f"{op.name}() got multiple values for argument '{name}'")
                     kwargs[name] = v
                 args = args[:nin]
-            if lazy and len(args) == 1:
+            if lazy and len(args) == 1 and _may_defer(args[0]):
                 t = _lazy1(op, args[0], kwargs)
                 if t is not None:
                     return t
@@ -1716,8 +1738,11 @@ def _dunder(op, name, f):
         if op.nin == 1:
 
             def unary(self):
-                t = _lazy1(op, self, _NO_KWARGS)
-                return apply(op, self) if t is None else t
+                if _may_defer(self):
+                    t = _lazy1(op, self, _NO_KWARGS)
+                    if t is not None:
+                        return t
+                return apply(op, self)
 
             return unary
 

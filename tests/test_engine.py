@@ -485,6 +485,31 @@ def test_dtype_promotion_follows_torch():
     assert ng.tensor([1, 2]).exp().dtype == np.float64
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_tensor_and_a_python_number_on_either_side_match_torch(dtype):
+    # apply's fast path for a float tensor and a Python int or float (either order): the
+    # number takes the tensor's dtype, as on the general path and in torch
+    rng = np.random.default_rng(4)
+    x0 = (rng.random((3, 5)) + 0.5).astype(dtype)
+    g0 = rng.standard_normal((3, 5)).astype(dtype)
+
+    def run(lib):
+        x = lib.tensor(x0, requires_grad=True)
+        outs = [
+            x + 2, 3 - x, x * 0.1, 1.5 / x, x**2, 2.0**x, x - 1, x / 3, 0.5 + x
+        ]  # fmt: skip
+        flags = [(x < 1.0), (2 > x), (x == 1)]
+        total = sum((o * lib.tensor(g0)).sum() for o in outs)
+        total.backward()
+        return [o.detach().numpy() for o in outs], [f.numpy() for f in flags], x.grad.numpy()
+
+    (outs, flags, grad), (e_outs, e_flags, e_grad) = run(ng), run(torch)
+    for o, e in zip(outs + flags, e_outs + e_flags, strict=True):
+        assert o.dtype == e.dtype
+        np.testing.assert_allclose(o, e, rtol=1e-6)
+    np.testing.assert_allclose(grad, e_grad, rtol=1e-5)
+
+
 def test_sgd_update_under_no_grad_bumps_version():
     p = ng.tensor([1.0, 2.0], requires_grad=True)
     (p * p).sum().backward()
