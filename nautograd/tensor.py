@@ -458,9 +458,9 @@ class Tensor:
         self._check_inplace(other)
         value = other._data if isinstance(other, Tensor) else other
         a = self._data
-        if sign and type(value) is np.ndarray and value.size >= AXPY_MIN and _axpy(a, value, sign):
-            pass
-        else:
+        # (sign: add_ and sub_, which run a big same-shape operand on OpenBLAS's threads)
+        big = sign and type(value) is np.ndarray and value.size >= AXPY_MIN
+        if not (big and _axpy(a, value, sign)):
             f(a, value, out=a, casting="same_kind")
         self._bump()
         return self
