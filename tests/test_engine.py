@@ -1332,6 +1332,54 @@ def test_a_training_loops_restart_cuts_the_tape_back_to_its_accumulators_and_kee
     assert interned_by[0] > 0 and interned_by[2:] == [interned_by[2]] * 6
 
 
+def test_a_forward_only_loop_restarts_without_flushing_its_dead_nodes(monkeypatch):
+    # a loop that records forwards and drops them (an evaluation left in grad mode) left its
+    # nodes pending; the restart flushed them into the columns only to forget them. Now the
+    # cut drops them; the values and a later backward are unchanged
+    from nautograd.graph import tape as tape_module
+
+    flushed = []  # nodes each flush moved into the columns
+    flush = tape_module.Tape.flush
+    monkeypatch.setattr(
+        tape_module.Tape,
+        "flush",
+        lambda self: flushed.append(self.n - self.nflushed) or flush(self),
+    )
+    restarts = []
+    restart = tape_module.Tape.reset_keeping_accumulators
+
+    def counted(self):
+        before = len(flushed)
+        restart(self)
+        restarts.append(sum(flushed[before:]))
+
+    monkeypatch.setattr(tape_module.Tape, "reset_keeping_accumulators", counted)
+    rng = np.random.default_rng(8)
+    W0, x0 = rng.standard_normal((4, 3)), rng.standard_normal((5, 4))
+
+    def body(lib):
+        w = lib.tensor(W0.astype(np.float32), requires_grad=True)
+        b = lib.tensor(W0[0].astype(np.float32), requires_grad=True)
+        x = lib.tensor(x0.astype(np.float32))
+        values = []
+        for _ in range(6):
+            y = lib.tanh(x @ w + b).sum()
+            values.append(float(y.detach()))
+            del y
+        v = lib.tensor(W0[1].copy(), requires_grad=True)  # float64: its ops are deferred
+        loss = lib.tanh(x @ w + b).sum() + (v * v).exp().sum()
+        loss.backward()
+        return values, w.grad.numpy().copy(), b.grad.numpy().copy(), v.grad.numpy().copy()
+
+    got = _on_a_new_thread(lambda: body(ng))
+    expected = body(torch)
+    for g, e in zip(got, expected, strict=True):
+        np.testing.assert_allclose(g, e, rtol=1e-5)
+    # each step's four nodes are pending at the next restart: the first restart records
+    # the leaves' nodes again (flushing them), the later ones cut without a flush
+    assert len(restarts) == 6 and restarts[0] >= 4 and restarts[2:] == [0] * 4
+
+
 def test_attribute_pools_start_afresh_once_they_hold_pool_max_entries(monkeypatch):
     # a program whose attributes keep changing (a clamp bound per step) grows the pools;
     # a restart past POOL_MAX forgets them and the row heads with them

@@ -194,7 +194,7 @@ def _inlined(forward):
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: b8081607b956c95f
+# sources hash: d9b9905ebf85b988
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _f0 = _inlined(_OPS[0].lazy[1])  # mul

@@ -294,7 +294,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: b8081607b956c95f
+# sources hash: d9b9905ebf85b988
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul
