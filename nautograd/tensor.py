@@ -742,9 +742,9 @@ def apply(op, *args, **kwargs):
 
 
 def _may_defer(x):
-    """False for a first input that makes the deferred forward's _lazy and _lazy1 return
-    None (a plain tensor that is not float64 or has more than DEFER_MAX elements): asked
-    first, ~0.5 us less an op of a float32 MLP."""
+    """False for an input that makes the deferred forward's _lazy and _lazy1 return None: a
+    plain tensor that is not float64 or has more than DEFER_MAX elements (_importable's test,
+    without its thread check). Asked before them: ~0.5 us less an op of a float32 MLP."""
     if type(x) is not Tensor:
         return True
     a = x._data
@@ -820,11 +820,9 @@ def _run(op, args, arrays, dt, rg, kwargs):
         return tuple(wrapped)
     if type(result) is not np.ndarray:
         result = np.asarray(result)
-    dt = result.dtype
     node = tape.record_node(
-        op.opcode, dt is float32 or (dt is not float64 and dt == float32), k, [result.size],
-        saved, ip, fp, shapes,
-    )  # fmt: skip
+        op.opcode, result.dtype == float32, k, [result.size], saved, ip, fp, shapes
+    )
     if kwargs:
         tape.kwargs[node] = kwargs
     t = _new(Tensor)
