@@ -10,16 +10,18 @@ waited for the other pool's spinning worker to lose the second core, ~4 ms a cal
 """
 
 import argparse
+import os
 import statistics
+import sys
 import time
 
 import numpy as np
 
+HERE = os.path.dirname(os.path.abspath(__file__))
+if os.path.dirname(HERE) not in sys.path:
+    sys.path.insert(0, os.path.dirname(HERE))
 
-def busy_wait(seconds):
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+from benchmarks.run import busy_wait  # noqa: E402
 
 
 def main(argv=None):
