@@ -8,7 +8,7 @@ import torch
 
 import nautograd as ng
 
-R, C = 257, 300  # 77,100 elements: above the scheduler's PAR_MIN, ragged parts
+R, C = 731, 740  # 540,940 elements: above the scheduler's PAR_MIN (2^19), ragged parts
 
 
 def _families(lib):
@@ -35,7 +35,7 @@ def _families(lib):
         "sum_rows": lambda x, b: x.sum(1),
         "sum_cols": lambda x, b: x.sum(0),
         "mean_all": lambda x, b: x.mean() * b,
-        "sum_general": lambda x, b: x.reshape(R, 3, 100).sum((0, 2)),
+        "sum_general": lambda x, b: x.reshape(R, 37, 20).sum((0, 2)),
         "var_rows": lambda x, b: x.var(1),
         "std_cols": lambda x, b: x.std(0),
         "amax_rows": lambda x, b: x.amax(1),
@@ -140,3 +140,25 @@ def test_cumsum_forward_matches_torch_on_threads(restore_threads):
             rtol=1e-4,
             atol=1e-4,
         )
+
+
+def test_a_node_of_par_min_gradient_elements_runs_in_parts_and_a_smaller_one_does_not(
+    restore_threads, monkeypatch
+):
+    from nautograd.autograd import engine
+    from nautograd.graph.scheduler import PAR_MIN
+
+    ng.set_num_threads(2)
+    calls = []
+    real = engine.run_parts
+    monkeypatch.setattr(
+        engine, "run_parts", lambda fn, parts: (calls.append(parts), real(fn, parts))
+    )
+    for n, expected in ((PAR_MIN, [2]), (PAR_MIN - 1, [])):
+        calls.clear()
+        x0 = np.random.default_rng(n).uniform(-1, 1, n)
+        g0 = np.random.default_rng(n + 1).standard_normal(n)
+        x = ng.tensor(x0, requires_grad=True)
+        x.exp().backward(ng.tensor(g0))
+        assert calls == expected, n
+        np.testing.assert_allclose(x.grad.numpy(), g0 * np.exp(x0), rtol=1e-13)

@@ -9,7 +9,7 @@ import torch
 
 import nautograd as ng
 
-N = 1 << 17  # above nautograd._threads.MIN_SIZE: split over the threads
+N = 1 << 18  # nautograd._threads.MIN_SIZE: split over the threads
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def test_large_unary_matches_torch_on_threads(two_threads, name, dtype):
 
 
 def test_threaded_and_single_threaded_results_are_identical():
-    x0 = np.random.default_rng(1).standard_normal((256, 1024))
+    x0 = np.random.default_rng(1).standard_normal((512, 1024))  # ROWS_MIN: softmax rows split
     x = ng.tensor(x0)
     before = ng.get_num_threads()
     try:
@@ -85,7 +85,7 @@ def test_exp_is_within_one_ulp_of_numpy_across_its_range():
     assert rel.max() < 4.5e-16
 
 
-@pytest.mark.parametrize("shape,dim", [((3, 70000), 1), ((300, 500), 0), ((40, 70, 50), 1)])
+@pytest.mark.parametrize("shape,dim", [((3, 180000), 1), ((300, 1800), 0), ((40, 70, 200), 1)])
 def test_large_softmax_over_threads_matches_torch(two_threads, shape, dim):
     rng = np.random.default_rng(3)
     x0 = rng.standard_normal(shape) * 5
@@ -138,7 +138,7 @@ def test_parts_from_two_threads_at_once_all_run(two_threads):
 
 
 def test_large_sums_over_threads_match_torch(two_threads, rng):
-    a = rng.standard_normal((300, 700))
+    a = rng.standard_normal((300, 1800))  # above ROWS_MIN: split over the threads
     for dim in (1, 0, None, (0, 1)):
         for dtype in (np.float64, np.float32):
             x = ng.tensor(a.astype(dtype))
@@ -173,3 +173,50 @@ def test_short_and_long_softmax_rows_match_torch(two_threads, shape, dtype):
         y.backward(ng.tensor(g0))
         yt.backward(torch.tensor(g0))
         np.testing.assert_allclose(x.grad.numpy()[finite], xt.grad.numpy()[finite], **tol)
+
+
+def test_forward_splits_from_min_size_and_never_a_function_returning_its_own_array(
+    two_threads, monkeypatch
+):
+    # below MIN_SIZE the hand-off to the team costs more than a second thread saves, and a
+    # function that is not a ufunc (relu's compiled loop) would have each part's result
+    # copied into the output: both run on the calling thread
+    import importlib
+
+    threads = importlib.import_module("nautograd._threads")
+    calls = []
+    real = threads.run_parts
+    monkeypatch.setattr(
+        threads, "run_parts", lambda fn, parts: (calls.append(parts), real(fn, parts))
+    )
+    big = np.random.default_rng(0).uniform(0.5, 1.5, threads.MIN_SIZE)
+    for name in ("exp", "sqrt", "tanh"):
+        calls.clear()
+        y = getattr(ng, name)(ng.tensor(big))
+        assert calls == [2], name
+        np.testing.assert_allclose(
+            y.numpy(), getattr(torch, name)(torch.tensor(big)).numpy(), rtol=1e-14
+        )
+    calls.clear()
+    ng.exp(ng.tensor(big[:-1]))
+    ng.relu(ng.tensor(big))
+    assert calls == []
+
+
+def test_a_row_loop_splits_from_rows_min(two_threads, monkeypatch):
+    # a sum's rows are cheap: below ROWS_MIN elements the team's hand-off costs more
+    import importlib
+
+    threads = importlib.import_module("nautograd._threads")
+    calls = []
+    real = threads.run_parts
+    monkeypatch.setattr(
+        threads, "run_parts", lambda fn, parts: (calls.append(parts), real(fn, parts))
+    )
+    a = np.random.default_rng(4).standard_normal((512, threads.ROWS_MIN // 512))
+    y = ng.tensor(a).sum(1)
+    assert calls == [2]
+    np.testing.assert_allclose(y.numpy(), a.sum(1), rtol=1e-12)
+    calls.clear()
+    ng.tensor(a[:-1]).sum(1)
+    assert calls == []

@@ -19,9 +19,10 @@ def _softmax_loop(x, outer, size, inner, log):
     out = result.reshape(-1)
     if xf.size < MIN_SIZE:  # one call: the closure and parallel_for cost ~1.5 us a softmax
         _softmax_rows(xf, out, 0, outer, size, inner, log)
-    else:  # rows are independent: split them over the intra-op threads
+    else:  # rows are independent: split them over the intra-op threads (an exp an element,
+        # about twice a sum's work: from MIN_SIZE elements, where a sum splits from ROWS_MIN)
         parallel_for(
-            lambda lo, hi: _softmax_rows(xf, out, lo, hi, size, inner, log), outer, xf.size
+            lambda lo, hi: _softmax_rows(xf, out, lo, hi, size, inner, log), outer, 2 * xf.size
         )
     return result
 
