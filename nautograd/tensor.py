@@ -1008,6 +1008,19 @@ class _Lazy(Tensor):
 
     __slots__ = ()
 
+    def __del__(self):
+        # Tensor.__del__ without the leaf's AccumulateGrad handle: a deferred result never
+        # has one (_accumulator and _import_new read a leaf's _data first, which makes it a
+        # plain Tensor). Runs for each of the scalar DAG's ~27,500 results a step
+        try:
+            h = self._h
+            if h >= 0:
+                tape = self._tape
+                tape.h2node[h] = -1
+                tape.free_h.append(h)
+        except Exception:  # interpreter shutdown
+            pass
+
     @property
     def _data(self):
         return _force(self)

@@ -582,3 +582,25 @@ def test_double_backward_through_a_node_saving_a_slice_and_a_reshape_of_one_tens
         results.append((grad_x.detach(), x.grad))
     for ours, theirs in zip(*results, strict=True):
         close(ours, theirs)
+
+
+def test_a_detached_deferred_result_made_a_leaf_gets_its_gradient_and_frees_its_handles():
+    # _Lazy.__del__ frees only a result's handle: a deferred result that becomes a leaf is a
+    # plain Tensor by the time it has an AccumulateGrad handle (its value is read first)
+    tape = current_tape()
+    x = ng.tensor([0.5, -1.0], dtype=ng.float64, requires_grad=True)
+    y = x * 3.0
+    assert _deferred(y)
+    y.detach_()
+    y.requires_grad_()
+    assert y.is_leaf and not _deferred(y)
+    (y * y).sum().backward()
+    close(y.grad, 2 * np.array([1.5, -3.0]))
+    live, acc_live = tape.live, tape.acc_live
+    del y
+    assert (tape.live, tape.acc_live) == (live - 1, acc_live - 1)
+    z = x * 2.0  # a deferred result dies with its handle only
+    assert _deferred(z)
+    live = tape.live
+    del z
+    assert tape.live == live - 1
