@@ -315,3 +315,64 @@ def test_one_input_functions_take_torchs_input_keyword(name, kwargs):
         results.append((y.detach().numpy(), x.grad.numpy()))
     for ours, theirs in zip(*results, strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(
+    "xs,ys",
+    [
+        ((200, 64), (64,)),  # a bias row
+        ((64,), (200, 64)),  # the row on the left
+        ((200, 64), (200, 1)),  # a column
+        ((200, 1), (200, 64)),
+        ((200, 1), (1, 64)),  # an outer product's layout
+        ((4, 50, 64), (64,)),  # rows coalesced over the leading dims
+        ((1025, 600), (600,)),  # above ROWS_MIN: rows split over the threads
+    ],
+)
+def test_two_dim_broadcasting_forward_equals_numpy_to_the_bit(dtype, xs, ys, rng):
+    # add, sub, mul, div of a broadcast pair of at least _ROWS_MIN elements run a compiled
+    # row loop (kernels/elementwise.py _rows) instead of numpy's: the same IEEE operations,
+    # so the same bits, and the gradients of torch
+    from nautograd.kernels import elementwise
+
+    x0 = rng.standard_normal(xs).astype(dtype)
+    y0 = (np.abs(rng.standard_normal(ys)) + 0.5).astype(dtype)
+    assert np.prod(np.broadcast_shapes(xs, ys)) >= elementwise._ROWS_MIN
+    for name, f in (
+        ("add", np.add),
+        ("sub", np.subtract),
+        ("mul", np.multiply),
+        ("div", np.divide),
+    ):
+        x, y = ng.tensor(x0, requires_grad=True), ng.tensor(y0, requires_grad=True)
+        result = getattr(ng, name)(x, y)
+        assert result.dtype == dtype
+        np.testing.assert_array_equal(result.detach().numpy(), f(x0, y0))
+        xt, yt = torch.tensor(x0, requires_grad=True), torch.tensor(y0, requires_grad=True)
+        cot = rng.standard_normal(result.shape).astype(dtype)
+        ours = ng.autograd.grad(result, (x, y), ng.tensor(cot))
+        ref = torch.autograd.grad(getattr(torch, name)(xt, yt), (xt, yt), torch.tensor(cot))
+        tol = 2e-4 if dtype == np.float32 else 1e-11
+        for a, b in zip(ours, ref, strict=True):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=tol, atol=tol * 100)
+
+
+def test_two_dim_broadcasting_loop_is_taken(monkeypatch):
+    from nautograd.kernels import elementwise
+
+    calls = []
+    real = elementwise._rows_loop
+    monkeypatch.setattr(elementwise, "_rows_loop", lambda *a: (calls.append(a[0]), real(*a)))
+    x, b = ng.ones((128, 256), dtype=ng.float32), ng.ones(256, dtype=ng.float32)
+    _ = x + b, x - b, x * b, x / b, b * x
+    assert calls == [
+        elementwise.ROWS_ADD,
+        elementwise.ROWS_SUB,
+        elementwise.ROWS_MUL,
+        elementwise.ROWS_DIV,
+        elementwise.ROWS_MUL,
+    ]
+    calls.clear()
+    _ = x[:8, :8] + b[:8], ng.ones((128, 256), dtype=ng.int64) + 1, x + x  # small, int, same shape
+    assert calls == []
