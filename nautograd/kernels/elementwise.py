@@ -484,26 +484,25 @@ def _linear2(G, go, gi, ip, ax, ay):
                 grad[offs[i]] += a * g[i]
 
 
-def _add_forward(x, y, alpha=1):
-    out, ip = binary_params("add", x.shape, y.shape)
-    if alpha == 1:
-        result = _rows(ROWS_ADD, x, y, out, ip)
-        if result is None:
-            result = np.add(x, y)
-    else:
-        result = np.add(x, y * y.dtype.type(alpha))
-    return result, (), ip, (float(alpha),)
+def _linear_forward(name, f, code):
+    """add's or sub's forward: ``f(x, alpha * y)``; saves nothing, fp = (alpha,)."""
+
+    def forward(x, y, alpha=1):
+        out, ip = binary_params(name, x.shape, y.shape)
+        if alpha == 1:
+            result = _rows(code, x, y, out, ip)
+            if result is None:
+                result = f(x, y)
+        else:
+            result = f(x, y * y.dtype.type(alpha))
+        return result, (), ip, (float(alpha),)
+
+    forward.__name__ = f"_{name}_forward"
+    return forward
 
 
-def _sub_forward(x, y, alpha=1):
-    out, ip = binary_params("sub", x.shape, y.shape)
-    if alpha == 1:
-        result = _rows(ROWS_SUB, x, y, out, ip)
-        if result is None:
-            result = np.subtract(x, y)
-    else:
-        result = np.subtract(x, y * y.dtype.type(alpha))
-    return result, (), ip, (float(alpha),)
+_add_forward = _linear_forward("add", np.add, ROWS_ADD)
+_sub_forward = _linear_forward("sub", np.subtract, ROWS_SUB)
 
 
 @parallel
