@@ -175,12 +175,10 @@ def test_short_and_long_softmax_rows_match_torch(two_threads, shape, dtype):
         np.testing.assert_allclose(x.grad.numpy()[finite], xt.grad.numpy()[finite], **tol)
 
 
-def test_forward_splits_from_min_size_and_never_a_function_returning_its_own_array(
-    two_threads, monkeypatch
-):
-    # below MIN_SIZE the hand-off to the team costs more than a second thread saves, and a
-    # function that is not a ufunc (relu's compiled loop) would have each part's result
-    # copied into the output: both run on the calling thread
+def test_forward_splits_from_min_size_and_never_relus_memory_bound_loop(two_threads, monkeypatch):
+    # below MIN_SIZE the hand-off to the team costs more than a second thread saves, and
+    # relu's compiled loop (``unsplit``) would have each part's result copied into the
+    # output: both run on the calling thread
     import importlib
 
     threads = importlib.import_module("nautograd._threads")
@@ -197,6 +195,11 @@ def test_forward_splits_from_min_size_and_never_a_function_returning_its_own_arr
         np.testing.assert_allclose(
             y.numpy(), getattr(torch, name)(torch.tensor(big)).numpy(), rtol=1e-14
         )
+    calls.clear()
+    y = ng.nn.functional.gelu(ng.tensor(big), approximate="tanh")  # a function of numpy calls
+    assert calls == [2]
+    ref = torch.nn.functional.gelu(torch.tensor(big), approximate="tanh")
+    np.testing.assert_allclose(y.numpy(), ref.numpy(), rtol=1e-14)
     calls.clear()
     ng.exp(ng.tensor(big[:-1]))
     ng.relu(ng.tensor(big))

@@ -469,6 +469,9 @@ def _relu(x):
     return np.maximum(x, x.dtype.type(0))
 
 
+_relu.unsplit = True  # memory-bound: split, each part's result is copied (_threads.elementwise)
+
+
 relu = _unary("relu", _relu, RELU, nn_functional=True, int_ok=True)
 
 
