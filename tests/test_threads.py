@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import nautograd as ng
+from nautograd import _threads as threads
 
 N = 1 << 18  # nautograd._threads.MIN_SIZE: split over the threads
 
@@ -175,18 +176,23 @@ def test_short_and_long_softmax_rows_match_torch(two_threads, shape, dtype):
         np.testing.assert_allclose(x.grad.numpy()[finite], xt.grad.numpy()[finite], **tol)
 
 
-def test_forward_splits_from_min_size_and_never_relus_memory_bound_loop(two_threads, monkeypatch):
-    # below MIN_SIZE the hand-off to the team costs more than a second thread saves, and
-    # relu's compiled loop (``unsplit``) would have each part's result copied into the
-    # output: both run on the calling thread
-    import importlib
-
-    threads = importlib.import_module("nautograd._threads")
+@pytest.fixture
+def split_calls(two_threads, monkeypatch):
+    """The part count of every hand-off to the team from the forwards (_threads.run_parts
+    as elementwise and parallel_for call it), in order."""
     calls = []
     real = threads.run_parts
     monkeypatch.setattr(
         threads, "run_parts", lambda fn, parts: (calls.append(parts), real(fn, parts))
     )
+    return calls
+
+
+def test_forward_splits_from_min_size_and_never_relus_memory_bound_loop(split_calls):
+    # below MIN_SIZE the hand-off to the team costs more than a second thread saves, and
+    # relu's compiled loop (``unsplit``) would have each part's result copied into the
+    # output: both run on the calling thread
+    calls = split_calls
     big = np.random.default_rng(0).uniform(0.5, 1.5, threads.MIN_SIZE)
     for name in ("exp", "sqrt", "tanh"):
         calls.clear()
@@ -206,16 +212,9 @@ def test_forward_splits_from_min_size_and_never_relus_memory_bound_loop(two_thre
     assert calls == []
 
 
-def test_a_row_loop_splits_from_rows_min(two_threads, monkeypatch):
+def test_a_row_loop_splits_from_rows_min(split_calls):
     # a sum's rows are cheap: below ROWS_MIN elements the team's hand-off costs more
-    import importlib
-
-    threads = importlib.import_module("nautograd._threads")
-    calls = []
-    real = threads.run_parts
-    monkeypatch.setattr(
-        threads, "run_parts", lambda fn, parts: (calls.append(parts), real(fn, parts))
-    )
+    calls = split_calls
     a = np.random.default_rng(4).standard_normal((512, threads.ROWS_MIN // 512))
     y = ng.tensor(a).sum(1)
     assert calls == [2]
