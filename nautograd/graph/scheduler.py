@@ -23,7 +23,7 @@ state lives in arrays that Python owns. A graph without such nodes makes one cal
 import numba
 import numpy as np
 
-from ..kernels._jit import _ptr_like, view
+from ..kernels._jit import borrow, view
 from .tape import ACC, F32, HAS_SAVED, PY, RELEASED  # noqa: F401
 
 DONE = -1
@@ -35,18 +35,6 @@ PAR = 1 << 40  # run returns PAR + i: run node i in parts on the intra-op thread
 # elements, two threads against one: exp 188 against 130 us, a row sum 145 against 63,
 # log_softmax 286 against 322; at 1,200,000 two threads win every one, 1.2-2.9x)
 PAR_MIN = 1 << 19
-
-
-@numba.njit(inline="always")
-def _borrow(a):
-    """A view of ``a`` without a reference-counted owner.
-
-    Numba increments and decrements (atomically) the owner of every array argument of a call;
-    kernels take nine arrays, so the counting cost more than the scalar kernels' work (~85 ns
-    a call). Views with no owner skip it. Safe here: Python holds every array for the whole
-    call of ``run``.
-    """
-    return numba.carray(_ptr_like(a.ctypes.data, a), a.shape)
 
 
 @numba.njit(inline="always")
@@ -213,16 +201,16 @@ def run(
     # buffer's first writer and assigns (kernels/_jit.assigning), else 0; gi[2k], gi[2k + 1]:
     # the part p of P this call runs (kernels/_jit.parallel)
     gi_owned = np.empty(2 * width + 2, np.int64)
-    gi_all = _borrow(gi_owned)
-    G64 = _borrow(G64)
-    G32 = _borrow(G32)
-    V64 = _borrow(V64)
-    V32 = _borrow(V32)
-    slot_b = _borrow(slot)
-    iparams = _borrow(iparams)
-    fparams = _borrow(fparams)
-    saved_off = _borrow(saved_off)
-    saved_addr = _borrow(saved_addr)
+    gi_all = borrow(gi_owned)
+    G64 = borrow(G64)
+    G32 = borrow(G32)
+    V64 = borrow(V64)
+    V32 = borrow(V32)
+    slot_b = borrow(slot)
+    iparams = borrow(iparams)
+    fparams = borrow(fparams)
+    saved_off = borrow(saved_off)
+    saved_addr = borrow(saved_addr)
     # one loop, one call site of the (inlined) dispatch chain for both kinds of call: a
     # second site would compile every kernel into ``run`` twice
     i = part_node if part_node >= 0 else start
@@ -297,7 +285,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: a0528bb52ed7d9fe
+# sources hash: f47228a76dcf14f7
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul
