@@ -124,6 +124,7 @@ def warmup(quiet=False):
     import numpy as np
 
     from . import autograd
+    from .graph import _gc
     from .kernels import OPS
     from .kernels.registry import run_case
     from .tensor import Tensor, apply
@@ -149,6 +150,7 @@ def warmup(quiet=False):
             bar.update()
     finally:
         bar.close()
+    _gc.warm()
     return time.perf_counter() - t0
 
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
+from .graph import _gc
 from .graph.tape import ANOMALY, SMALL, address_of, current_tape, forward_stack
 from .graph.tape import _local as _tape_local
 from .kernels import OPS
@@ -1059,6 +1060,13 @@ class _Lazy(Tensor):
     nelement = numel
 
 
+# deferred results out of the collector's young generations (graph/_gc.py); None where
+# that is not possible
+_GC_HOOK = _gc.install(
+    _Lazy, lambda: getattr(getattr(_tape_local, "tape", None), "batch", None) is not None
+)
+
+
 def _force(t):
     """Run ``t``'s batch if it has not run; give ``t`` its value and make it a plain Tensor.
 
@@ -1088,6 +1096,8 @@ def _force(t):
     _DATA.__set__(t, a)
     t._b = t._src = t._imp = None
     t.__class__ = Tensor
+    if _GC_HOOK is not None:  # (an ordinary tensor now, tracked as any)
+        _gc.track(t)
     return a
 
 
@@ -1174,6 +1184,8 @@ def _lazy(op, args, kwargs):
     b = tape.batch
     if b is None:
         b = tape.defer_prev = tape.new_batch()
+        if _GC_HOOK is not None:
+            _GC_HOOK.active = True
     elif tape.n - b.n0 >= BATCH_NODES:
         tape.run_batch()
         b = tape.new_batch()

@@ -604,3 +604,91 @@ def test_a_detached_deferred_result_made_a_leaf_gets_its_gradient_and_frees_its_
     live = tape.live
     del z
     assert tape.live == live - 1
+
+
+# ---------------------------------------------------------------------------------------------
+# deferred results out of the collector's young generations (graph/_gc.py)
+
+needs_gc_hook = pytest.mark.skipif(
+    tensor_module._GC_HOOK is None, reason="not CPython's object layout"
+)
+
+
+def _deferred_chain(n=50):
+    x = ng.tensor([0.5, -1.0, 2.0], dtype=ng.float64, requires_grad=True)
+    y = x
+    results = []
+    for _ in range(n):
+        y = ng.nn.functional.softplus(y) * 0.5 - y / 3.0
+        results.append(y)
+    assert all(_deferred(t) for t in results)
+    return x, results
+
+
+@needs_gc_hook
+def test_a_collection_untracks_deferred_results_and_gradients_still_match_torch():
+    import gc
+
+    x, results = _deferred_chain()
+    assert all(gc.is_tracked(t) for t in results)
+    gc.collect(0)  # (an explicit collection runs the callbacks too)
+    assert not any(gc.is_tracked(t) for t in results)
+    results[-1].sum().backward()
+    xt = torch.tensor([0.5, -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    yt = xt
+    for _ in range(50):
+        yt = torch.nn.functional.softplus(yt) * 0.5 - yt / 3.0
+    yt.sum().backward()
+    close(results[-1], yt)
+    close(x.grad, xt.grad)
+
+
+@needs_gc_hook
+def test_a_deferred_result_read_after_it_was_untracked_is_tracked_again():
+    import gc
+
+    _, results = _deferred_chain(5)
+    gc.collect(0)
+    y = results[2]
+    assert not gc.is_tracked(y)
+    y.tolist()
+    assert not _deferred(y) and gc.is_tracked(y)
+    # an ordinary tensor again: a cycle through an attribute is collected
+    import weakref
+
+    y.me = y
+    ref = weakref.ref(y)
+    del y, results
+    gc.collect()
+    assert ref() is None
+
+
+@needs_gc_hook
+def test_an_untracked_deferred_result_dies_with_its_last_reference():
+    import gc
+    import weakref
+
+    tape = current_tape()
+    _, results = _deferred_chain(5)
+    gc.collect(0)
+    ref = weakref.ref(results[-1])
+    live = tape.live
+    del results[-1]
+    assert ref() is None and tape.live == live - 1  # its handle freed without a collection
+
+
+@needs_gc_hook
+def test_the_collection_hook_rests_once_no_deferred_result_is_young():
+    import gc
+
+    hook = tensor_module._GC_HOOK
+    _, results = _deferred_chain(5)
+    assert hook.active
+    gc.collect(0)
+    gc.collect(0)
+    assert hook.active  # no young deferred result, but the batch is open: more may come
+    results[-1].tolist()  # runs the batch
+    gc.collect(0)
+    assert not hook.active  # none left to untrack: later collections skip the scan
+    y = ng.nn.functional.softplus(results[-1] * 2.0)  # a new batch wakes it
+    assert _deferred(y) and hook.active
