@@ -83,14 +83,15 @@ class Tensor:
     # created when one is assigned, and read their class defaults until then
     # (_vc, the version counter: a one-item list, shared by views and detached aliases; a slot
     # because views and saved results set it, where a __dict__ cost ~0.3 us to create)
-    # (_b, _v, _shape, _src: a deferred result's batch, value id, shape and the tensor its
-    # memory is a run of, see _Lazy; unset on other tensors)
+    # (_b, _v, _shape, _src, _n: a deferred result's batch, value id, shape, the tensor its
+    # memory is a run of, and its node counted from the batch's first, see _Lazy; unset on
+    # other tensors)
     # (_imp: its import into a deferred batch (_import_new), None when made; a _Lazy's is
     # unset until it is forced, so reads are under try. As a class default it lived in the
     # __dict__, whose creation at the first import took ~0.3 us of an RNN step's x_t)
     __slots__ = (
         "_data", "_rg", "_tape", "_h", "_out", "_vc", "_b", "_v", "_shape", "_src", "_imp",
-        "__dict__", "__weakref__",
+        "_n", "__dict__", "__weakref__",
     )  # fmt: skip
     _grad = None
     _acc_tape = None
@@ -998,6 +999,7 @@ DEFER = [os.environ.get("NAUTOGRAD_DEFER", "1") != "0"]
 DEFER_MAX = 4096  # elements of an input or a result the deferred forward takes
 BATCH_NODES = 1 << 16  # a batch runs when it holds this many nodes
 _DATA = Tensor.__dict__["_data"]  # the slot (a _Lazy's _data is a property over it)
+_H = Tensor.__dict__["_h"]  # (and its _h)
 _SPECS = {}  # (opcode, shapes[, kwargs]) -> the op's lazy spec, or False: not deferred
 _NO_KWARGS = {}  # (never changed)
 
@@ -1005,22 +1007,30 @@ _NO_KWARGS = {}  # (never changed)
 class _Lazy(Tensor):
     """A tensor whose value a deferred op computes when the tape's batch runs. Reading its
     ``_data`` (or anything else about its value) runs the batch and turns it into a plain
-    Tensor; the shape and dtype are known without that."""
+    Tensor; the shape and dtype are known without that.
+
+    It holds no handle (see graph/tape.py): its node is ``_n`` nodes after its batch's
+    first, and the batch, which every deferred result of it refers to, keeps the batch's
+    nodes for the tape (Tape.live, compact) while it lives. Reading ``_h`` gives it a value
+    and a handle. Each handle cost its result ~60 ns to take and its ``__del__`` ~50 ns to
+    give back, ~2 ms of the scalar DAG's ~27 ms step (DESIGN-NOTES "Deferred results hold
+    no handle")."""
 
     __slots__ = ()
 
-    def __del__(self):
-        # Tensor.__del__ without the leaf's AccumulateGrad handle: a deferred result never
-        # has one (_accumulator and _import_new read a leaf's _data first, which makes it a
-        # plain Tensor). Runs for each of the scalar DAG's ~27,500 results a step
-        try:
-            h = self._h
-            if h >= 0:
-                tape = self._tape
-                tape.h2node[h] = -1
-                tape.free_h.append(h)
-        except Exception:  # interpreter shutdown
-            pass
+    # Tensor.__del__ would read _h (and run the batch): a C function that takes no argument
+    # instead, no Python frame (a dying result: ~25 ns less than an empty Python __del__)
+    __del__ = int
+
+    @property
+    def _h(self):
+        _force(self)
+        return _H.__get__(self)
+
+    @_h.setter
+    def _h(self, value):
+        _force(self)
+        _H.__set__(self, value)
 
     @property
     def _data(self):
@@ -1094,8 +1104,10 @@ def _force(t):
         t._vc = vc = [0]
     b.tape.note_value_versions(b, t._v, vc, a)
     _DATA.__set__(t, a)
+    tape = b.tape
     t._b = t._src = t._imp = None
     t.__class__ = Tensor
+    t._h = tape.new_handle(b.n0 + t._n)  # (b.n0: its batch's first node, kept by compact)
     if _GC_HOOK is not None:  # (an ordinary tensor now, tracked as any)
         _gc.track(t)
     return a
@@ -1183,7 +1195,7 @@ def _lazy(op, args, kwargs):
         hit = tape.add_head(key, op.opcode, ip, fp, mask, shapes, kwargs, out, size)
     b = tape.batch
     if b is None:
-        b = tape.defer_prev = tape.new_batch()
+        b = tape.new_batch()
         if _GC_HOOK is not None:
             _GC_HOOK.active = True
     elif tape.n - b.n0 >= BATCH_NODES:
@@ -1213,7 +1225,7 @@ def reset_small_batch_state(tape):
     which path an op takes does not depend on the tests before)."""
     tape.defer_skip = tape.defer_small = 0
     tape.defer_spell = EAGER_SPELL
-    tape.defer_prev = None
+    tape.ran_nv = None
 
 
 def _batches_too_small(tape):
@@ -1225,15 +1237,15 @@ def _batches_too_small(tape):
     anything else, so that they pay ~0.2 us for it), then deferral is tried again. A spell
     that follows another without a batch of SMALL_BATCH values or more between them lasts
     twice as long, up to EAGER_SPELL_MAX ops (~50 ms of eager ops). (Tape attributes set
-    here: the tape does not use them.)"""
+    here, other than ran_nv: the tape does not use them.)"""
     skip = getattr(tape, "defer_skip", 0)
     if skip:
         tape.defer_skip = skip - 1
         return True
-    prev = getattr(tape, "defer_prev", None)
-    if prev is not None:  # the batch that ran last, counted once
-        tape.defer_prev = None
-        if prev.nv >= SMALL_BATCH:
+    nv = tape.ran_nv
+    if nv is not None:  # the values of the batch that ran last (Tape.run_batch), counted once
+        tape.ran_nv = None
+        if nv >= SMALL_BATCH:
             tape.defer_small = 0
             tape.defer_spell = EAGER_SPELL
         else:
@@ -1350,12 +1362,7 @@ def _unary_fast(op, first, general):
         t._tape = tape
         t._out = 0
         t._vc = None
-        if tape.free_h:
-            t._h = h = tape.free_h.pop()
-            tape.h2node[h] = node
-        else:
-            t._h = len(tape.h2node)
-            tape.h2node.append(node)
+        t._n = node - b.n0
         return t
 
     return f
@@ -1455,12 +1462,7 @@ def _binary_fast(op, reflected=False, fallback=False):
         t._tape = tape
         t._out = 0
         t._vc = None
-        if tape.free_h:
-            t._h = h = tape.free_h.pop()
-            tape.h2node[h] = node
-        else:
-            t._h = len(tape.h2node)
-            tape.h2node.append(node)
+        t._n = node - b.n0
         return t
 
     return lazy2
@@ -1486,13 +1488,7 @@ def _result(tape, b, out, size, meta, kwargs):
     t._tape = tape
     t._out = 0
     t._vc = None
-    # tape.new_handle(node), inlined as in _run
-    if tape.free_h:
-        t._h = h = tape.free_h.pop()
-        tape.h2node[h] = node
-    else:
-        t._h = len(tape.h2node)
-        tape.h2node.append(node)
+    t._n = node - b.n0  # (no handle: its batch keeps its node, see _Lazy)
     return t
 
 
@@ -1517,7 +1513,7 @@ def _emit(tape, b, hit, vs, kwargs, x):
     v = b.nv
     b.nv = v + len(out)
     b.out_shapes[node] = out
-    h2node, free_h = tape.h2node, tape.free_h
+    rel = node - b.n0
     results = []
     for j, shape in enumerate(out):
         t = _new(_Lazy)
@@ -1529,12 +1525,7 @@ def _emit(tape, b, hit, vs, kwargs, x):
         t._tape = tape
         t._out = j
         t._vc = vc
-        if free_h:
-            t._h = h = free_h.pop()
-            h2node[h] = node
-        else:
-            t._h = len(h2node)
-            h2node.append(node)
+        t._n = rel
         results.append(t)
     return tuple(results)
 

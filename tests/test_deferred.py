@@ -585,8 +585,8 @@ def test_double_backward_through_a_node_saving_a_slice_and_a_reshape_of_one_tens
 
 
 def test_a_detached_deferred_result_made_a_leaf_gets_its_gradient_and_frees_its_handles():
-    # _Lazy.__del__ frees only a result's handle: a deferred result that becomes a leaf is a
-    # plain Tensor by the time it has an AccumulateGrad handle (its value is read first)
+    # a deferred result holds no handle: one that becomes a leaf is a plain Tensor by the
+    # time it has an AccumulateGrad handle (its value is read first)
     tape = current_tape()
     x = ng.tensor([0.5, -1.0], dtype=ng.float64, requires_grad=True)
     y = x * 3.0
@@ -599,11 +599,43 @@ def test_a_detached_deferred_result_made_a_leaf_gets_its_gradient_and_frees_its_
     live, acc_live = tape.live, tape.acc_live
     del y
     assert (tape.live, tape.acc_live) == (live - 1, acc_live - 1)
-    z = x * 2.0  # a deferred result dies with its handle only
+    z = x * 2.0
     assert _deferred(z)
     live = tape.live
-    del z
-    assert tape.live == live - 1
+    w = z * 2.0
+    assert tape.live == live  # deferred results hold no handle
+    w.tolist()  # runs their batch: w gets a handle; the batch keeps its 2 nodes while z lives
+    assert not _deferred(w) and _deferred(z)
+    assert tape.live == live + 1 + 2
+    del w
+    assert tape.live == live + 2
+    del z  # the batch dies with its last deferred result
+    assert tape.live == live
+
+
+def test_a_sweep_keeps_every_node_of_a_live_batch_and_renumbers_them():
+    # compaction keeps a live run batch's nodes in one run and moves its first node: a
+    # result read after the sweep gets the handle of its own node (its gradient below)
+    tape = current_tape()
+    x = ng.tensor([0.5, -1.0], dtype=ng.float64, requires_grad=True)
+    dead = [ng.exp(x * float(k)) for k in range(50)]
+    dead[-1].tolist()  # (its batch runs)
+    y = ng.tanh(x * 3.0) * x
+    z = ng.sin(y) + y
+    z.sum()  # (still deferred)
+    n0 = tape.batch.n0
+    del dead
+    tape.reserve(0)  # runs y's batch
+    assert _deferred(y) and _deferred(z)
+    assert tape.batch is None and tape.n > n0
+    tape.compact()
+    assert tape.n < n0 + 10  # the dead batch's nodes are gone, y's batch is whole
+    (grad_x,) = ng.autograd.grad(z.sum(), x)
+    xt = torch.tensor([0.5, -1.0], dtype=torch.float64, requires_grad=True)
+    yt = torch.tanh(xt * 3.0) * xt
+    (torch.sin(yt) + yt).sum().backward()
+    close(grad_x, xt.grad)
+    close(y, yt)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -668,13 +700,12 @@ def test_an_untracked_deferred_result_dies_with_its_last_reference():
     import gc
     import weakref
 
-    tape = current_tape()
     _, results = _deferred_chain(5)
     gc.collect(0)
+    assert not gc.is_tracked(results[-1])
     ref = weakref.ref(results[-1])
-    live = tape.live
     del results[-1]
-    assert ref() is None and tape.live == live - 1  # its handle freed without a collection
+    assert ref() is None  # by reference counting, without a collection
 
 
 @needs_gc_hook

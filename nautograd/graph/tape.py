@@ -298,6 +298,14 @@ class Tape:
         self.batch = None
         self.heads = []
         self.fast = {}
+        # the run batches a deferred result may still refer to: a weak reference each (its
+        # callback forgets it) -> its node count. Their results hold no handle: a live batch
+        # keeps all its nodes (``live`` counts them, ``compact`` keeps them in one run)
+        self.batches = {}
+        self.batch_nodes = 0
+        # the values of the batch that ran last (tensor.py's _batches_too_small reads it: a
+        # number, where keeping that batch would keep its nodes)
+        self.ran_nv = None
         self.epoch = 0  # compactions so far (a batch's node ids hold within one epoch)
         self._acc_ck = None  # (see reset_keeping_accumulators)
         self._new_pending()
@@ -383,8 +391,9 @@ class Tape:
         """Whether reserve() restarts the tape, given that the accumulators' handles are the
         only live ones: once the dead nodes outnumber the kept accumulators (the restart's
         cost is theirs, a few microseconds each, and this bounds it by the nodes recorded
-        since)."""
-        return self.n > 2 * self.live and not self.running
+        since), and no batch is open (its results hold no handle: reserve() runs it, and
+        ``live`` then counts it while it lives)."""
+        return self.n > 2 * self.live and not self.running and self.batch is None
 
     def _intern(self, pool, values, kind):
         start = pool.get(values)
@@ -603,6 +612,10 @@ class Tape:
                 break
             self._grow("v64", int(counts[4]))
         self.ne, self.no, self.ns, self.n64 = (int(c) for c in counts[1:])
+        self.ran_nv = b.nv
+        if nodes:  # (its results' nodes: kept while it lives, see ``batches``)
+            self.batches[weakref.ref(b, self._batch_died)] = nodes
+            self.batch_nodes += nodes
         b.S = S
         b.voff = voff
         b.sptr = sptr
@@ -714,10 +727,14 @@ class Tape:
 
     @property
     def live(self):
-        """Handles in use: every handle is in use or in ``free_h``. (Derived, not counted: a
-        count kept by every result and every dying tensor cost ~50 ns each, ~1 ms of a
-        scalar DAG step's 20,000 results.)"""
-        return len(self.h2node) - len(self.free_h)
+        """Handles in use, plus the nodes of the run batches that deferred results may still
+        refer to (``batches``): every handle is in use or in ``free_h``. (Derived, not
+        counted: a count kept by every result and every dying tensor cost ~50 ns each, ~1 ms
+        of a scalar DAG step's 20,000 results.)"""
+        return len(self.h2node) - len(self.free_h) + self.batch_nodes
+
+    def _batch_died(self, ref):
+        self.batch_nodes -= self.batches.pop(ref, 0)
 
     def new_acc_handle(self, node):
         """A handle for a leaf on its AccumulateGrad ``node`` (``Tensor._acc_h``)."""
@@ -812,6 +829,8 @@ class Tape:
         interning them again cost ~1 us an op (the slice write into ``iparams``), 13 us of
         an MLP step. They start afresh once they hold POOL_MAX entries (a program whose
         attributes keep changing)."""
+        if self.batch_nodes:  # (live counts them: reserve() never resets then)
+            raise RuntimeError("nautograd internal error: reset with a live deferred batch")
         self.n = self.ne = self.no = self.ns = self.n64 = self.n32 = 0
         if self.ni > POOL_MAX or self.nf > POOL_MAX or len(self.heads) > POOL_MAX:
             self.ni = self.nf = 0
@@ -836,9 +855,16 @@ class Tape:
         self._new_pending()
 
     def compact(self):
-        """Sweep nodes no live tensor can reach; renumber the rest in order (compiled)."""
+        """Sweep nodes no live tensor can reach; renumber the rest in order (compiled). A live
+        run batch keeps all its nodes (its results hold no handle), so they stay one run and
+        its first node's new id is all it needs."""
         old = self.columns()
+        live_batches = [(ref(), nodes) for ref, nodes in self.batches.items()]
+        live_batches = [(b, nodes) for b, nodes in live_batches if b is not None]
         roots = np.array([x for x in self.h2node if x >= 0], np.int64)
+        if live_batches:
+            runs = [np.arange(b.n0, b.n0 + nodes, dtype=np.int64) for b, nodes in live_batches]
+            roots = np.concatenate([roots, *runs])
         table = np.zeros_like(self._nodes)
         columns = _node_columns(table)
         new = tuple(
@@ -873,6 +899,8 @@ class Tape:
                 setattr(self, name, {ids[k]: v for k, v in d.items() if ids[k] >= 0})
         self.functions = [ids[i] for i in self.functions if ids[i] >= 0]
         self.h2node = [ids[x] if x >= 0 else -1 for x in self.h2node]
+        for b, _ in live_batches:
+            b.n0 = ids[b.n0]
         self._new_pending()
         self.epoch += 1
         return newid
@@ -892,7 +920,7 @@ class Batch:
     __slots__ = (
         "tape", "n0", "rows", "nv", "size", "arrays", "nimp", "meta", "objs",
         "kwargs", "out_shapes", "watch", "token", "changes0", "S", "voff", "sptr", "snode",
-        "epoch", "addrs",
+        "epoch", "addrs", "__weakref__",
     )  # fmt: skip
 
     def __init__(self, tape):
