@@ -1197,7 +1197,7 @@ def _lazy(op, args, kwargs):
     if b is None:
         b = tape.new_batch()
         if _GC_HOOK is not None:
-            _GC_HOOK.active = True
+            _GC_HOOK.activate()
     elif tape.n - b.n0 >= BATCH_NODES:
         tape.run_batch()
         b = tape.new_batch()

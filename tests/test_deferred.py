@@ -646,6 +646,16 @@ needs_gc_hook = pytest.mark.skipif(
 )
 
 
+@pytest.fixture
+def gc_hook_ready():
+    """The hook's compiled loop loaded (a new process loads it at the first batch after a
+    collection asked for it)."""
+    from nautograd.graph import _gc
+
+    _gc.warm()
+    return tensor_module._GC_HOOK
+
+
 def _deferred_chain(n=50):
     x = ng.tensor([0.5, -1.0, 2.0], dtype=ng.float64, requires_grad=True)
     y = x
@@ -658,6 +668,7 @@ def _deferred_chain(n=50):
 
 
 @needs_gc_hook
+@pytest.mark.usefixtures("gc_hook_ready")
 def test_a_collection_untracks_deferred_results_and_gradients_still_match_torch():
     import gc
 
@@ -676,6 +687,7 @@ def test_a_collection_untracks_deferred_results_and_gradients_still_match_torch(
 
 
 @needs_gc_hook
+@pytest.mark.usefixtures("gc_hook_ready")
 def test_a_deferred_result_read_after_it_was_untracked_is_tracked_again():
     import gc
 
@@ -696,6 +708,7 @@ def test_a_deferred_result_read_after_it_was_untracked_is_tracked_again():
 
 
 @needs_gc_hook
+@pytest.mark.usefixtures("gc_hook_ready")
 def test_an_untracked_deferred_result_dies_with_its_last_reference():
     import gc
     import weakref
@@ -709,6 +722,7 @@ def test_an_untracked_deferred_result_dies_with_its_last_reference():
 
 
 @needs_gc_hook
+@pytest.mark.usefixtures("gc_hook_ready")
 def test_the_collection_hook_rests_once_no_deferred_result_is_young():
     import gc
 
@@ -723,3 +737,23 @@ def test_the_collection_hook_rests_once_no_deferred_result_is_young():
     assert not hook.active  # none left to untrack: later collections skip the scan
     y = ng.nn.functional.softplus(results[-1] * 2.0)  # a new batch wakes it
     assert _deferred(y) and hook.active
+
+
+@needs_gc_hook
+def test_the_collection_hook_never_loads_its_loop_inside_a_collection():
+    # a collection may strike in the middle of another compilation: one that finds the loop
+    # not loaded only asks for it, and the next batch's activate() loads it
+    from nautograd.graph import _gc
+
+    class Probe:
+        pass
+
+    hook = _gc._Untracker(Probe, lambda: False)
+    hook.active = True
+    hook("start", {"generation": 0})
+    assert hook.want and not hook.ready and hook.active  # nothing untracked, nothing loaded
+    hook.activate()
+    assert hook.ready and hook.active
+    probe = Probe()
+    hook("start", {"generation": 0})
+    assert not __import__("gc").is_tracked(probe)

@@ -84,19 +84,36 @@ def _layout_ok():
 
 
 class _Untracker:
-    """The ``gc.callbacks`` hook for one class (tensor.py's ``_Lazy``). ``active``: set when
-    a batch opens (tensor.py ``_lazy``), cleared by a collection whose youngest generation
-    holds none while ``busy()`` (the collecting thread has a batch open) is false, so that
-    programs without deferred ops pay nothing but the check."""
+    """The ``gc.callbacks`` hook for one class (tensor.py's ``_Lazy``).
+
+    ``active``: set when a batch opens (``activate``), cleared by a collection whose youngest
+    generation holds none while ``busy()`` (the collecting thread has a batch open) is
+    false, so that programs without deferred ops pay nothing but the check. The compiled
+    loop is never compiled or loaded inside a collection (which may strike in the middle of
+    another compilation): a collection that finds it missing asks for it (``want``), and the
+    next batch's ``activate`` loads it (~40 ms from the cache; ``nautograd warmup`` compiles
+    it)."""
 
     def __init__(self, cls, busy):
         self.type_addr = id(cls)
         self.untrack = ctypes.cast(ctypes.pythonapi.PyObject_GC_UnTrack, ctypes.c_void_p).value
         self.busy = busy
         self.active = False
+        self.ready = False
+        self.want = False
+
+    def activate(self):
+        """A batch opened: untrack from the next collection on."""
+        if not self.ready and (self.want or _untrack.signatures):
+            warm()
+            self.ready = True
+        self.active = True
 
     def __call__(self, phase, info):
         if phase != "start" or not self.active:
+            return
+        if not self.ready:
+            self.want = True
             return
         try:
             young = gc.get_objects(0)
@@ -113,9 +130,9 @@ _TRACK = None
 
 
 def install(cls, busy):
-    """Untrack young instances of ``cls`` before each collection; returns the hook (its
-    ``active`` flag is the caller's to set, ``busy`` see _Untracker), or None where the
-    layout is not CPython's."""
+    """Untrack young instances of ``cls`` before each collection; returns the hook (the
+    caller calls its ``activate`` when a batch opens; ``busy``: see _Untracker), or None
+    where the layout is not CPython's."""
     global _TRACK
     if not _layout_ok():
         return None
