@@ -84,8 +84,7 @@ class Tensor:
     # (_vc, the version counter: a one-item list, shared by views and detached aliases; a slot
     # because views and saved results set it, where a __dict__ cost ~0.3 us to create)
     # (_b, _v, _shape, _src, _n: a deferred result's batch, value id, shape, the tensor its
-    # memory is a run of, and its node counted from the batch's first, see _Lazy; unset on
-    # other tensors)
+    # memory is a run of, and its node as recorded, see _Lazy; unset on other tensors)
     # (_imp: its import into a deferred batch (_import_new), None when made; a _Lazy's is
     # unset until it is forced, so reads are under try. As a class default it lived in the
     # __dict__, whose creation at the first import took ~0.3 us of an RNN step's x_t)
@@ -1009,12 +1008,12 @@ class _Lazy(Tensor):
     ``_data`` (or anything else about its value) runs the batch and turns it into a plain
     Tensor; the shape and dtype are known without that.
 
-    It holds no handle (see graph/tape.py): its node is ``_n`` nodes after its batch's
-    first, and the batch, which every deferred result of it refers to, keeps the batch's
-    nodes for the tape (Tape.live, compact) while it lives. Reading ``_h`` gives it a value
-    and a handle. Each handle cost its result ~60 ns to take and its ``__del__`` ~50 ns to
-    give back, ~2 ms of the scalar DAG's ~27 ms step (DESIGN-NOTES "Deferred results hold
-    no handle")."""
+    It holds no handle (see graph/tape.py): ``_n`` is its node as recorded (a sweep since
+    moves it by the batch's ``n0 - base``), and the batch, which every deferred result of
+    it refers to, keeps the batch's nodes for the tape (Tape.live, compact) while it lives.
+    Reading ``_h`` gives it a value and a handle. Each handle cost its result ~60 ns to take
+    and its ``__del__`` ~50 ns to give back, ~2 ms of the scalar DAG's ~27 ms step
+    (DESIGN-NOTES "Deferred results hold no handle")."""
 
     __slots__ = ()
 
@@ -1107,7 +1106,7 @@ def _force(t):
     tape = b.tape
     t._b = t._src = t._imp = None
     t.__class__ = Tensor
-    t._h = tape.new_handle(b.n0 + t._n)  # (b.n0: its batch's first node, kept by compact)
+    t._h = tape.new_handle(b.n0 + t._n - b.base)  # (compact moves n0, see Batch)
     if _GC_HOOK is not None:  # (an ordinary tensor now, tracked as any)
         _gc.track(t)
     return a
@@ -1196,11 +1195,13 @@ def _lazy(op, args, kwargs):
     b = tape.batch
     if b is None:
         b = tape.new_batch()
+        b.stop = b.n0 + BATCH_NODES
         if _GC_HOOK is not None:
             _GC_HOOK.activate()
-    elif tape.n - b.n0 >= BATCH_NODES:
+    elif tape.n >= b.stop:
         tape.run_batch()
         b = tape.new_batch()
+        b.stop = b.n0 + BATCH_NODES
     vs = []
     saves = hit[5]
     for j, x in enumerate(seq):
@@ -1291,7 +1292,7 @@ def _lazy1(op, x, kwargs, seq=None):
         )
     except TypeError:  # an unhashable attribute: the eager path raises the op's error
         return None
-    if hit is None or tape.n - b.n0 >= BATCH_NODES:
+    if hit is None or tape.n >= b.stop:
         return None
     if seq is not None:
         return _emit(tape, b, hit, vs, kwargs, x)
@@ -1339,7 +1340,7 @@ def _unary_fast(op, first, general):
         if getattr(_tape_local, "tape", None) is not tape:
             return general(*args)
         hit = tape.fast.get((opcode, x._shape) if kw is None else (opcode, x._shape, items))
-        if hit is None or tape.n - b.n0 >= BATCH_NODES:
+        if hit is None or tape.n >= b.stop:
             return general(*args)
         hid, out, size, multi, meta, _ = hit
         if multi:
@@ -1362,7 +1363,7 @@ def _unary_fast(op, first, general):
         t._tape = tape
         t._out = 0
         t._vc = None
-        t._n = node - b.n0
+        t._n = node
         return t
 
     return f
@@ -1408,7 +1409,7 @@ def _binary_fast(op, reflected=False, fallback=False):
         if getattr(_tape_local, "tape", None) is not tape:
             return apply(op, x, y) if fallback else None
         hit = tape.fast.get((opcode, sx, sy))
-        if hit is None or tape.n - b.n0 >= BATCH_NODES:
+        if hit is None or tape.n >= b.stop:
             return apply(op, x, y) if fallback else None
         hid, out, size, multi, meta, saves = hit
         # (the import's entry read here: a new input, the RNN's x_t, skips _reuse's call)
@@ -1462,7 +1463,7 @@ def _binary_fast(op, reflected=False, fallback=False):
         t._tape = tape
         t._out = 0
         t._vc = None
-        t._n = node - b.n0
+        t._n = node
         return t
 
     return lazy2
@@ -1488,7 +1489,7 @@ def _result(tape, b, out, size, meta, kwargs):
     t._tape = tape
     t._out = 0
     t._vc = None
-    t._n = node - b.n0  # (no handle: its batch keeps its node, see _Lazy)
+    t._n = node  # (no handle: its batch keeps its node, see _Lazy)
     return t
 
 
@@ -1513,7 +1514,6 @@ def _emit(tape, b, hit, vs, kwargs, x):
     v = b.nv
     b.nv = v + len(out)
     b.out_shapes[node] = out
-    rel = node - b.n0
     results = []
     for j, shape in enumerate(out):
         t = _new(_Lazy)
@@ -1525,7 +1525,7 @@ def _emit(tape, b, hit, vs, kwargs, x):
         t._tape = tape
         t._out = j
         t._vc = vc
-        t._n = rel
+        t._n = node
         results.append(t)
     return tuple(results)
 

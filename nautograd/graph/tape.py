@@ -920,12 +920,15 @@ class Batch:
     __slots__ = (
         "tape", "n0", "rows", "nv", "size", "arrays", "nimp", "meta", "objs",
         "kwargs", "out_shapes", "watch", "token", "changes0", "S", "voff", "sptr", "snode",
-        "epoch", "addrs", "__weakref__",
+        "epoch", "addrs", "base", "stop", "__weakref__",
     )  # fmt: skip
 
     def __init__(self, tape):
         self.tape = tape
-        self.n0 = tape.n
+        # its first node: ``n0`` (moved by compaction) and ``base`` (as recorded: deferred
+        # results keep their node as recorded, tensor.py _Lazy); ``stop``: the node at which
+        # it runs (tensor.py sets it)
+        self.n0 = self.base = self.stop = tape.n
         self.rows = []
         self.nv = 0
         self.size = 0
