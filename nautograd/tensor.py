@@ -1300,7 +1300,7 @@ def _lazy1(op, x, kwargs, seq=None):
     if multi:
         return _emit(tape, b, hit, (x._v,), kwargs, x)
     b.rows += (hid, x._v)
-    return _result(tape, b, out, size, meta, kwargs)
+    return _result(tape, b, out, meta, kwargs)
 
 
 def _unary_fast(op, first, general):
@@ -1352,7 +1352,6 @@ def _unary_fast(op, first, general):
         b.meta.append(meta)
         if kw is not None:
             b.kwargs[node] = kw
-        b.size += size
         t = _new(_Lazy)
         t._b = b
         t._v = v = b.nv
@@ -1452,7 +1451,6 @@ def _binary_fast(op, reflected=False, fallback=False):
         node = tape.n
         tape.n = node + 1
         b.meta.append(meta)
-        b.size += size
         t = _new(_Lazy)
         t._b = b
         t._v = v = b.nv
@@ -1469,7 +1467,7 @@ def _binary_fast(op, reflected=False, fallback=False):
     return lazy2
 
 
-def _result(tape, b, out, size, meta, kwargs):
+def _result(tape, b, out, meta, kwargs):
     """The single result of the op whose row was just appended to batch ``b``: its node,
     the tape's per-node entries, its value id and its tensor. (Inlined in the fast paths
     _unary_fast and _binary_fast: keep them in step.)"""
@@ -1478,7 +1476,6 @@ def _result(tape, b, out, size, meta, kwargs):
     b.meta.append(meta)
     if kwargs:
         b.kwargs[node] = kwargs
-    b.size += size
     t = _new(_Lazy)
     t._b = b
     t._v = v = b.nv
@@ -1501,7 +1498,7 @@ def _emit(tape, b, hit, vs, kwargs, x):
     b.rows.append(hid)
     b.rows += vs
     if not multi:
-        return _result(tape, b, out, size, meta, kwargs)
+        return _result(tape, b, out, meta, kwargs)
     # several outputs: consecutive runs of x (unbind), views sharing its version counter
     node = tape.n
     tape.n = node + 1

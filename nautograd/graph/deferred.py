@@ -20,9 +20,10 @@ Rows (int64, flat):
     -2, numel                             an AccumulateGrad node (a leaf first used here)
     head, v_1 .. v_k                      an op on values v_1..v_k (value ids count the
                                           imports and every op's outputs, in row order);
-                                          ``head``: its row of ``H`` (7 ints: opcode,
+                                          ``head``: its row of ``H`` (8 ints: opcode,
                                           attribute starts and lengths, the mask of its
-                                          saved values (registry.Op.lazy), k)
+                                          saved values (registry.Op.lazy), k, the store
+                                          elements it writes)
 """
 
 import numba
@@ -32,6 +33,7 @@ from ..kernels._jit import KERNEL, borrow
 from .tape import ACC, HAS_SAVED
 
 OK = 0
+HEAD = 8  # ints in a row head (Tape.add_head)
 GROW = 1  # the arena v64 is too small: counts[4] says how many values it needs
 MAX_OUT = 4097  # outputs of one op (unbind of up to 4,096 elements)
 
@@ -108,7 +110,7 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
             node += 1
             r += 2
             continue
-        h = op * 7
+        h = op * HEAD
         op, ips, ipl, fps, fpl, mask, k = (
             H[h],
             H[h + 1],
@@ -198,6 +200,24 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
     return OK, voff, sptr, snode
 
 
+@numba.njit(cache=True)
+def store_size(rows, H):
+    """The store elements the op rows of ``rows`` write (their heads' last int): counted
+    here, once a batch, where each op counting it in Python cost an int object (~25 ns)."""
+    size = 0
+    r = 0
+    while r < rows.shape[0]:
+        op = rows[r]
+        if op == -1:
+            r += 6
+        elif op == -2:
+            r += 2
+        else:
+            size += H[op * HEAD + 7]
+            r += 1 + H[op * HEAD + 6]
+    return size
+
+
 def _inlined(forward):
     """An op's lazy forward compiled to be inlined into ``run`` (Numba IR inlining). Called,
     each cost ~40 ns of a scalar op's ~115 ns in ``run`` (the scalar DAG's batch: 2.67 ->
@@ -206,7 +226,7 @@ def _inlined(forward):
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: da5053eec43dabf1
+# sources hash: 625159c242dcaed9
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _f0 = _inlined(_OPS[0].lazy[1])  # mul

@@ -292,7 +292,7 @@ class Tape:
         self._arenas_busy = False
         self.running = 0  # backward calls in progress on this tape (no compaction meanwhile)
         # the deferred forward (graph/deferred.py): the batch of ops not yet run; the row
-        # heads (7 ints each, see add_head) and per (opcode, shapes, kwargs) the index of
+        # heads (8 ints each, see add_head) and per (opcode, shapes, kwargs) the index of
         # their head (their attributes are interned in the pools; a reset keeps both up to
         # POOL_MAX)
         self.batch = None
@@ -555,10 +555,10 @@ class Tape:
         fps = self.fp_pool.get(fp)
         if fps is None:
             fps = self._intern(self.fp_pool, fp, "f")
-        self.heads += (opcode, ips, len(ip), fps, len(fp), mask, len(shapes))
+        self.heads += (opcode, ips, len(ip), fps, len(fp), mask, len(shapes), size)
         multi = type(out) is tuple and len(out) > 0 and type(out[0]) is tuple
         meta = shapes[0] if len(shapes) == 1 else shapes
-        hit = (len(self.heads) // 7 - 1, out, size, multi, meta, mask & 0xFFFF)
+        hit = (len(self.heads) // 8 - 1, out, size, multi, meta, mask & 0xFFFF)
         self.fast[key] = hit
         if len(shapes) == 1:
             fk = (opcode, shapes[0], tuple(kwargs.items())) if kwargs else (opcode, shapes[0])
@@ -583,7 +583,8 @@ class Tape:
         # 64k values of room cost ~0.07 ms a step in a concatenation). The imports are
         # bytes (tensor.py _import_new), joined in one go: np.concatenate of arrays spent
         # ~0.15 us on each of the RNN step's 1,001
-        S = np.empty(b.nimp + b.size)
+        H = np.array(self.heads, np.int64)
+        S = np.empty(b.nimp + deferred.store_size(rows, H))
         if b.arrays:
             S[: b.nimp] = np.frombuffer(b"".join(b.arrays), np.float64)
         # room for the nodes, and bounds for their edges, outputs and saved values (each at
@@ -604,7 +605,7 @@ class Tape:
         while True:
             counts = np.array([b.n0, self.ne, self.no, self.ns, self.n64], np.int64)
             status, voff, sptr, snode = deferred.run(
-                rows, np.array(self.heads, np.int64), b.nv, S, b.nimp, self._nodes,
+                rows, H, b.nv, S, b.nimp, self._nodes,
                 self.edge_node, self.edge_input_nr, self.out_numel, self.saved_off,
                 self.saved_addr, self.v64, self.iparams, self.fparams, counts,
             )  # fmt: skip
@@ -909,16 +910,16 @@ class Tape:
 class Batch:
     """The deferred ops of one tape not yet run (graph/deferred.py).
 
-    ``rows``: the flat int rows; ``nv``: values so far (the next value id); ``size``: store
-    elements the ops write; ``arrays``: copies of the inputs from outside the batch (their
-    offsets follow each other: ``nimp``). ``meta``,
-    ``objs``, ``kwargs``, ``out_shapes``: what the tape keeps per node in Python. After the
-    run: ``S``, the store, and ``voff``, each value's offset in it. ``addrs``: address ->
-    size of the inputs kept by address (tensor.py _import_new).
+    ``rows``: the flat int rows; ``nv``: values so far (the next value id); ``arrays``:
+    copies of the inputs from outside the batch (their offsets follow each other: ``nimp``);
+    the store elements the ops write are counted when it runs (deferred.store_size).
+    ``meta``, ``objs``, ``kwargs``, ``out_shapes``: what the tape keeps per node in Python.
+    After the run: ``S``, the store, and ``voff``, each value's offset in it. ``addrs``:
+    address -> size of the inputs kept by address (tensor.py _import_new).
     """
 
     __slots__ = (
-        "tape", "n0", "rows", "nv", "size", "arrays", "nimp", "meta", "objs",
+        "tape", "n0", "rows", "nv", "arrays", "nimp", "meta", "objs",
         "kwargs", "out_shapes", "watch", "token", "changes0", "S", "voff", "sptr", "snode",
         "epoch", "addrs", "base", "stop", "__weakref__",
     )  # fmt: skip
@@ -931,7 +932,6 @@ class Batch:
         self.n0 = self.base = self.stop = tape.n
         self.rows = []
         self.nv = 0
-        self.size = 0
         self.arrays = []
         self.nimp = 0
         self.meta = []
