@@ -757,3 +757,20 @@ def test_the_collection_hook_never_loads_its_loop_inside_a_collection():
     probe = Probe()
     hook("start", {"generation": 0})
     assert not __import__("gc").is_tracked(probe)
+
+
+def test_a_batch_whose_last_result_dies_on_another_thread_is_let_go():
+    # the batch's weak reference dies where its last result does: the tape then counts its
+    # nodes no more (a count kept beside the dict could lose that update across threads)
+    tape = current_tape()
+    x = ng.tensor([0.5, -1.0], dtype=ng.float64, requires_grad=True)
+    y = ng.tanh(x * 2.0)
+    tape.reserve(0)  # runs the batch; y stays deferred
+    assert _deferred(y) and len(tape.batches) == 1
+    live, nodes = tape.live, sum(tape.batches.values())
+    box = [y]
+    del y
+    worker = threading.Thread(target=box.clear)
+    worker.start()
+    worker.join()
+    assert not tape.batches and tape.live == live - nodes

@@ -302,7 +302,6 @@ class Tape:
         # callback forgets it) -> its node count. Their results hold no handle: a live batch
         # keeps all its nodes (``live`` counts them, ``compact`` keeps them in one run)
         self.batches = {}
-        self.batch_nodes = 0
         # the values of the batch that ran last (tensor.py's _batches_too_small reads it: a
         # number, where keeping that batch would keep its nodes)
         self.ran_nv = None
@@ -616,7 +615,6 @@ class Tape:
         self.ran_nv = b.nv
         if nodes:  # (its results' nodes: kept while it lives, see ``batches``)
             self.batches[weakref.ref(b, self._batch_died)] = nodes
-            self.batch_nodes += nodes
         b.S = S
         b.voff = voff
         b.sptr = sptr
@@ -732,10 +730,17 @@ class Tape:
         refer to (``batches``): every handle is in use or in ``free_h``. (Derived, not
         counted: a count kept by every result and every dying tensor cost ~50 ns each, ~1 ms
         of a scalar DAG step's 20,000 results.)"""
-        return len(self.h2node) - len(self.free_h) + self.batch_nodes
+        batches = self.batches
+        if not batches:
+            return len(self.h2node) - len(self.free_h)
+        return len(self.h2node) - len(self.free_h) + sum(list(batches.values()))
 
     def _batch_died(self, ref):
-        self.batch_nodes -= self.batches.pop(ref, 0)
+        # (a batch's last result may die on another thread, or in a collection in the middle
+        # of this tape's code: the dict's own item operations are atomic, where a count kept
+        # beside it, read and written back, could lose an update and let the tape restart
+        # under a live batch)
+        self.batches.pop(ref, None)
 
     def new_acc_handle(self, node):
         """A handle for a leaf on its AccumulateGrad ``node`` (``Tensor._acc_h``)."""
@@ -830,7 +835,7 @@ class Tape:
         interning them again cost ~1 us an op (the slice write into ``iparams``), 13 us of
         an MLP step. They start afresh once they hold POOL_MAX entries (a program whose
         attributes keep changing)."""
-        if self.batch_nodes:  # (live counts them: reserve() never resets then)
+        if self.batches:  # (live counts them: reserve() never resets then)
             raise RuntimeError("nautograd internal error: reset with a live deferred batch")
         self.n = self.ne = self.no = self.ns = self.n64 = self.n32 = 0
         if self.ni > POOL_MAX or self.nf > POOL_MAX or len(self.heads) > POOL_MAX:
@@ -860,7 +865,7 @@ class Tape:
         run batch keeps all its nodes (its results hold no handle), so they stay one run and
         its first node's new id is all it needs."""
         old = self.columns()
-        live_batches = [(ref(), nodes) for ref, nodes in self.batches.items()]
+        live_batches = [(ref(), nodes) for ref, nodes in list(self.batches.items())]
         live_batches = [(b, nodes) for b, nodes in live_batches if b is not None]
         roots = np.array([x for x in self.h2node if x >= 0], np.int64)
         if live_batches:
