@@ -1101,9 +1101,9 @@ def _force(t):
     vc = t._vc
     if vc is None:
         t._vc = vc = [0]
-    b.tape.note_value_versions(b, t._v, vc, a)
-    _DATA.__set__(t, a)
     tape = b.tape
+    tape.note_value_versions(b, t._v, vc, a)
+    _DATA.__set__(t, a)
     t._b = t._src = t._imp = None
     t.__class__ = Tensor
     t._h = tape.new_handle(b.n0 + t._n - b.base)  # (compact moves n0, see Batch)
@@ -1194,14 +1194,10 @@ def _lazy(op, args, kwargs):
         hit = tape.add_head(key, op.opcode, ip, fp, mask, shapes, kwargs, out, size)
     b = tape.batch
     if b is None:
-        b = tape.new_batch()
-        b.stop = b.n0 + BATCH_NODES
-        if _GC_HOOK is not None:
-            _GC_HOOK.activate()
+        b = _open_batch(tape)
     elif tape.n >= b.stop:
         tape.run_batch()
-        b = tape.new_batch()
-        b.stop = b.n0 + BATCH_NODES
+        b = _open_batch(tape)
     vs = []
     saves = hit[5]
     for j, x in enumerate(seq):
@@ -1213,6 +1209,16 @@ def _lazy(op, args, kwargs):
     if ANOMALY.enabled:  # the node keeps its forward call's stack, as Tape.record_node
         tape.metadata[tape.n - 1] = {"traceback_": forward_stack()}
     return out
+
+
+def _open_batch(tape):
+    """A new batch on ``tape``, run when it reaches BATCH_NODES nodes; the collection hook
+    (graph/_gc.py) watches for its results."""
+    b = tape.new_batch()
+    b.stop = b.n0 + BATCH_NODES
+    if _GC_HOOK is not None:
+        _GC_HOOK.activate()
+    return b
 
 
 SMALL_BATCH = 8  # values: a batch this small costs more to run than its ops eagerly

@@ -35,9 +35,9 @@ from numba import types
 from numba.extending import intrinsic
 
 from ..kernels._jit import _ptr_like
+from .tape import _INT64_AT
 
 _LIKE = np.zeros(1, np.int64)  # gives _ptr_like its element type
-_INT64_AT = ctypes.c_int64.from_address
 
 
 @intrinsic

@@ -226,7 +226,7 @@ def _inlined(forward):
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 1392d738b3b808bc
+# sources hash: 86bdebc40b259d0a
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _f0 = _inlined(_OPS[0].lazy[1])  # mul

@@ -49,10 +49,10 @@ def borrow(a):
     Numba increments and decrements (atomically) the owner of every array it passes to a
     call and of every slice it takes, inlined calls included; for scalar ops that counting
     cost more than their work (the scheduler's kernels: ~85 ns a call; the deferred
-    forward's scalar add: 75 -> 17 ns, DESIGN-NOTES "Borrowed views"). Views with no owner
-    skip it. The caller keeps ``a`` alive while the view is used: an argument of the
-    compiled function (Python holds it), or a local array used again after the last use of
-    the view.
+    forward's scalar add: 75 -> 16 ns; DESIGN-NOTES "Kernels receive borrowed array
+    views"). Views with no owner skip it. The caller keeps ``a`` alive while the view is
+    used: an argument of the compiled function (Python holds it), or a local array used
+    again after the last use of the view.
     """
     return numba.carray(_ptr_like(a.ctypes.data, a), a.shape)
 
