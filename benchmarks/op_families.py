@@ -60,7 +60,9 @@ def families(lib):
     return {
         "unary(exp)": (rows, lambda x, e: x.exp()),
         "activation(gelu)": (rows, lambda x, e: F.gelu(x)),
+        "binary(mul)": (square, lambda x, e: x * T(e)),
         "binary_broadcast(mul)": (bias, lambda x, e: x * T(e)),
+        "bias(add)": (bias, lambda x, e: x + T(e)),
         "reduction(sum)": (rows, lambda x, e: x.sum(1)),
         "reduction(var)": (rows, lambda x, e: x.var(1)),
         "reduction(amax)": (rows, lambda x, e: x.amax(1)),

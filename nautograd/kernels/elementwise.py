@@ -17,6 +17,55 @@ from .registry import Case, defop, formula_of
 def _binary_kernel(name, partial):
     """The backward kernel of a broadcasting binary op; (dx, dy) = partial(x, y)."""
 
+    # The same-shape (or one-element other operand) gradients, over slices indexed from 0
+    # with a one-element operand hoisted, so that each loop vectorises: over range(lo, hi)
+    # with y[i * sy], numba's negative-index branch kept them scalar ((128, 256) float32,
+    # 19.8 -> 2.5 us). One helper per gradient: partial's tuple is indexed by a constant.
+
+    @numba.njit(inline="always")
+    def pair_x(grad, g, x, y, lo, hi, sy, assign):
+        # grad[i] (+)= g[i] * d/dx at (x[i], y[i * sy]) for i in lo:hi
+        m = hi - lo
+        out, gp, xp = grad[lo:hi], g[lo:hi], x[lo:hi]
+        if sy == 1:
+            yp = y[lo:hi]
+            if assign:
+                for i in range(m):
+                    out[i] = gp[i] * partial(xp[i], yp[i])[0]
+            else:
+                for i in range(m):
+                    out[i] += gp[i] * partial(xp[i], yp[i])[0]
+        else:
+            c = y[0]
+            if assign:
+                for i in range(m):
+                    out[i] = gp[i] * partial(xp[i], c)[0]
+            else:
+                for i in range(m):
+                    out[i] += gp[i] * partial(xp[i], c)[0]
+
+    @numba.njit(inline="always")
+    def pair_y(grad, g, x, y, lo, hi, sx, assign):
+        # grad[i] (+)= g[i] * d/dy at (x[i * sx], y[i]) for i in lo:hi
+        m = hi - lo
+        out, gp, yp = grad[lo:hi], g[lo:hi], y[lo:hi]
+        if sx == 1:
+            xp = x[lo:hi]
+            if assign:
+                for i in range(m):
+                    out[i] = gp[i] * partial(xp[i], yp[i])[1]
+            else:
+                for i in range(m):
+                    out[i] += gp[i] * partial(xp[i], yp[i])[1]
+        else:
+            c = x[0]
+            if assign:
+                for i in range(m):
+                    out[i] = gp[i] * partial(c, yp[i])[1]
+            else:
+                for i in range(m):
+                    out[i] += gp[i] * partial(c, yp[i])[1]
+
     def backward(G, G2, go, gi, V, so, sa, ip, fp):
         # gi[2], gi[3]: assign flags (_jit.assigning); gi[4], gi[5]: part p of P
         # (_jit.parallel): every part writes a disjoint share of each gradient
@@ -98,12 +147,7 @@ def _binary_kernel(name, partial):
         if gi[0] >= 0:
             grad_x = view(G, gi[0], nx)
             if mode <= 0 and sx == 1:
-                if gi[2] == 1:  # fresh and covered once: store
-                    for i in range(lo, hi):
-                        grad_x[i] = g[i] * partial(x[i], y[i * sy])[0]
-                else:
-                    for i in range(lo, hi):
-                        grad_x[i] += g[i] * partial(x[i], y[i * sy])[0]
+                pair_x(grad_x, g, x, y, lo, hi, sy, gi[2] == 1)
             elif mode <= 0:
                 if gi[4] == 0:
                     acc = 0.0
@@ -119,12 +163,7 @@ def _binary_kernel(name, partial):
         if gi[1] >= 0:
             grad_y = view(G, gi[1], ny)
             if mode <= 0 and sy == 1:
-                if gi[3] == 1:
-                    for i in range(lo, hi):
-                        grad_y[i] = g[i] * partial(x[i * sx], y[i])[1]
-                else:
-                    for i in range(lo, hi):
-                        grad_y[i] += g[i] * partial(x[i * sx], y[i])[1]
+                pair_y(grad_y, g, x, y, lo, hi, sx, gi[3] == 1)
             elif mode <= 0:
                 if gi[4] == 0:
                     acc = 0.0

@@ -100,8 +100,9 @@ def _sum_to_input(G, go, gi, ip, scale):
         if assign:
             grad_x[lo:hi] = v
         else:
-            for i in range(lo, hi):
-                grad_x[i] += v
+            share = grad_x[lo:hi]  # indexed from 0: vectorises (_jit.scaled_into)
+            for i in range(hi - lo):
+                share[i] += v
     elif gi[2] == 0:  # general broadcasting: part 0 does all
         if assign:
             grad_x[:] = 0
