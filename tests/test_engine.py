@@ -88,6 +88,27 @@ def test_matmul_backward_with_a_vector_operand_matches_torch(xs, ys, dtype):
         close(g, tg, 1e-10 if dtype == "float64" else 1e-4)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_elementwise_gradients_stored_and_added_match_torch(dtype):
+    """The same-shape and one-element-operand gradients of the binary ops and of add/sub,
+    each buffer written first by one kernel and added to by the next (the loops over slices
+    from 0 in kernels/elementwise.py and _jit.scaled_into), at a size where they vectorise."""
+    rng = np.random.default_rng(3)
+    x0, w0 = rng.uniform(0.5, 2.0, (2, 4099))
+    c0 = np.array([0.7])
+    g0 = rng.standard_normal(4099)
+
+    def grads(lib):
+        x, w, c = (lib.tensor(a.astype(dtype), requires_grad=True) for a in (x0, w0, c0))
+        y = x * w + w / (c + 2.0) + (x - c) * x + c * w - x / w + (x + w) * 0.5
+        y.backward(lib.tensor(g0.astype(dtype)))
+        return [t.grad.numpy() for t in (x, w, c)]
+
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for a, b in zip(grads(ng), grads(torch), strict=True):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
 def test_diamond_graph_matches_torch():
     def f(lib, x):
         a = x.sin()
