@@ -448,7 +448,6 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own):
             continue
         a = leaf._data
         G = G32 if f32 else G64
-        g = G[off : off + a.size].reshape(a.shape)
         if leaf._grad is None and not leaf._hooks and off >= tails[f32]:
             tail = copies[f32]
             if tail is None:
@@ -456,7 +455,7 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own):
             off -= tails[f32]
             leaf._grad = _wrap(tail[off : off + a.size].reshape(a.shape))
             continue
-        _accumulate(leaf, g)
+        _accumulate(leaf, G[off : off + a.size].reshape(a.shape))
 
 
 def _accumulate(t, g):

@@ -129,7 +129,16 @@ def scaled_into(grad, g, a, lo, hi, assign):
     32,768 float32 elements 19.8 -> 2.5 us)."""
     out = grad[lo:hi]
     src = g[lo:hi]
-    if assign:
+    if a == 1.0:
+        # (exact either way: a float32 sum rounded once; without the float64 product the
+        # loops convert nothing: a 32,768-element copy 2.0 -> 1.6 us)
+        if assign:
+            for i in range(hi - lo):
+                out[i] = src[i]
+        else:
+            for i in range(hi - lo):
+                out[i] += src[i]
+    elif assign:
         for i in range(hi - lo):
             out[i] = a * src[i]
     else:

@@ -505,10 +505,16 @@ def _linear2(G, go, gi, ip, ax, ay):
                 # kept numba's negative-index branch: a (128, 256) float32 bias gradient took
                 # 42 us, 7.7 us this way)
                 gb = grad[b0:b1]
-                for r in range(a0, a1):
-                    row = g[r * d1 + b0 : r * d1 + b1]
-                    for c in range(b1 - b0):
-                        gb[c] += a * row[c]
+                if a == 1.0:  # (see _jit.scaled_into: (128, 256) float32 2.6 -> 1.4 us)
+                    for r in range(a0, a1):
+                        row = g[r * d1 + b0 : r * d1 + b1]
+                        for c in range(b1 - b0):
+                            gb[c] += row[c]
+                else:
+                    for r in range(a0, a1):
+                        row = g[r * d1 + b0 : r * d1 + b1]
+                        for c in range(b1 - b0):
+                            gb[c] += a * row[c]
             else:
                 for r in range(a0, a1):
                     for c in range(b0, b1):
