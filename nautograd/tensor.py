@@ -848,6 +848,19 @@ def _run(op, args, arrays, dt, rg, kwargs):
     return t
 
 
+def _reserve(tape, k):
+    """``tape.reserve(k)`` only when it has work (a reset, growth, the flush every 256
+    nodes: reserve()'s own conditions, as _run tests them inline): the call alone costs
+    ~0.3 us, its checks ~0.7 us."""
+    if (
+        tape.live == tape.acc_live
+        or tape.batch is not None
+        or tape.n + k >= len(tape.op)
+        or tape.n - tape.nflushed >= 256
+    ):
+        tape.reserve(k)
+
+
 def _owner(a):
     """The array (or buffer) that owns ``a``'s memory: numpy collapses a view of a view to
     the first base that owns its data."""

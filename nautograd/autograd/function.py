@@ -17,7 +17,7 @@ import warnings
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import Tensor, _edges, _wrap
+from ..tensor import Tensor, _edges, _reserve, _wrap
 from ._errors import RELEASED_MSG, modified_inplace
 from .grad_mode import _state as _grad_state
 from .grad_mode import is_grad_enabled, no_grad
@@ -409,7 +409,7 @@ def _record(ctx, args, output):
         diff.append(t)
     ctx._outputs = layout
     tape = current_tape()
-    tape.reserve(len(args) + 2)
+    _reserve(tape, len(args) + 2)
     # one edge per tensor argument, as torch's next_functions
     tensors = [x for x in args if isinstance(x, Tensor)]
     enodes, enrs = _edges(tape, tensors, name)
@@ -431,7 +431,7 @@ def _record(ctx, args, output):
         if dirty and any(t is u for u in dirty):
             r, old = t, t._h  # the input itself, moved to this node
             r._bump()
-        elif t._h >= 0 or t._rg or any(t is x for x in args):
+        elif t._h >= 0 or t._rg or _is_one_of(t, args):
             r = t.detach()
         else:
             r = t
@@ -474,6 +474,14 @@ def _record(ctx, args, output):
 
 
 _NOT_A_TENSOR = (-1, None, None)
+
+
+def _is_one_of(t, items):
+    """``any(t is x for x in items)`` without the generator (~0.3 us a call)."""
+    for x in items:
+        if x is t:
+            return True
+    return False
 
 
 class _DelayedError(Function):
