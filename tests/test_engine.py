@@ -109,6 +109,28 @@ def test_elementwise_gradients_stored_and_added_match_torch(dtype):
         np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("xs, ys", [((300, 1), (1, 200)), ((1,), (1, 90)), ((90, 1), (1,))])
+def test_matmul_with_inner_dimension_one_matches_torch(xs, ys, dtype):
+    """Products with k == 1 run as a compiled outer product (kernels/linalg._outer), under
+    no_grad too, where the eager forward always takes them."""
+    rng = np.random.default_rng(4)
+    x0, y0 = rng.standard_normal(xs).astype(dtype), rng.standard_normal(ys).astype(dtype)
+    x, y = ng.tensor(x0, requires_grad=True), ng.tensor(y0, requires_grad=True)
+    tx, ty = torch.tensor(x0, requires_grad=True), torch.tensor(y0, requires_grad=True)
+    out, tout = x @ y, tx @ ty
+    assert out.shape == tuple(tout.shape) and out.dtype == x.dtype
+    g0 = rng.standard_normal(tuple(tout.shape)).astype(dtype)
+    out.backward(ng.tensor(g0))
+    tout.backward(torch.tensor(g0))
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(y.grad.numpy(), ty.grad.numpy(), rtol=tol, atol=tol)
+    with ng.no_grad():
+        np.testing.assert_array_equal((x @ y).numpy(), out.detach().numpy())
+
+
 def test_diamond_graph_matches_torch():
     def f(lib, x):
         a = x.sin()
