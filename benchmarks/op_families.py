@@ -38,6 +38,10 @@ def families(lib):
         s = max(int(round(n**0.5)), 2)
         return rng.standard_normal((s, s)), rng.standard_normal((s, s))
 
+    def column_row(n, rng):
+        s = max(int(round(n**0.5)), 2)
+        return rng.standard_normal((s, 1)), rng.standard_normal((1, s))
+
     def image(n, rng):
         s = max(int(round(n**0.5)), 4)
         return rng.standard_normal((1, 1, s, s)), rng.standard_normal((4, 1, 3, 3))
@@ -71,6 +75,7 @@ def families(lib):
         "indexing(rows)": (with_index, lambda x, e: x[T(e)]),
         "shape(t+reshape)": (rows, lambda x, e: x.t().reshape(-1)),
         "matmul": (square, lambda x, e: x @ T(e)),
+        "matmul_outer": (column_row, lambda x, e: x @ T(e)),
         "loss(cross_entropy)": (
             with_targets,
             lambda x, e: F.cross_entropy(x, T(e), reduction="none"),
