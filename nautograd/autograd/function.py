@@ -364,7 +364,7 @@ def _record(ctx, args, output):
     outs = output if multi else (output,)
     dirty = ctx._dirty
     for t in dirty:
-        if not any(o is t for o in outs):
+        if not _is_one_of(t, outs):
             raise RuntimeError(
                 "Some elements marked as dirty during the forward method were not returned as "
                 "output. The inputs that are modified inplace must all be outputs of the "
@@ -388,8 +388,8 @@ def _record(ctx, args, output):
         a = t._data
         if (
             a.dtype.kind != "f"
-            or (diff and any(t is u for u in diff))
-            or (non_diff and any(t is u for u in non_diff))
+            or (diff and _is_one_of(t, diff))
+            or (non_diff and _is_one_of(t, non_diff))
         ):
             layout.append((-1, a.shape, a.dtype))
             continue
@@ -428,7 +428,7 @@ def _record(ctx, args, output):
     made = {}  # id of a differentiable output -> the tensor returned for it
     for k, t in enumerate(diff):
         old = -1
-        if dirty and any(t is u for u in dirty):
+        if dirty and _is_one_of(t, dirty):
             r, old = t, t._h  # the input itself, moved to this node
             r._bump()
         elif t._h >= 0 or t._rg or _is_one_of(t, args):
