@@ -1289,10 +1289,9 @@ def _lazy1(op, x, kwargs, seq=None):
     if type(x) is not _Lazy:
         return None
     b = x._b
-    if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
-        return None
     tape = x._tape
-    if getattr(_tape_local, "tape", None) is not tape:
+    # this thread's tape with grad mode on (grad_mode._State.recording), the batch open
+    if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
         return None
     if seq is None:
         shapes = x._shape
@@ -1353,10 +1352,8 @@ def _unary_fast(op, first, general):
         if type(x) is not _Lazy:
             return general(*args)
         b = x._b
-        if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
-            return general(*args)
         tape = x._tape
-        if getattr(_tape_local, "tape", None) is not tape:
+        if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
             return general(*args)
         hit = tape.fast.get((opcode, x._shape) if kw is None else (opcode, x._shape, items))
         if hit is None or tape.n >= b.stop:
@@ -1422,9 +1419,7 @@ def _binary_fast(op, reflected=False, fallback=False):
             sy = y._shape
         else:
             return apply(op, x, y) if fallback else None
-        if b.S is not None or not _grad_state.enabled or ANOMALY.enabled:
-            return apply(op, x, y) if fallback else None
-        if getattr(_tape_local, "tape", None) is not tape:
+        if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
             return apply(op, x, y) if fallback else None
         hit = tape.fast.get((opcode, sx, sy))
         if hit is None or tape.n >= b.stop:

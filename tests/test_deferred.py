@@ -349,6 +349,53 @@ def test_float32_big_and_no_grad_ops_run_eagerly():
     assert _deferred(small * 2.0)
 
 
+def _fast_path_ops(h):
+    """Each of the deferred forward's fast paths, on the deferred value ``h``: a unary
+    function, one with an int attribute, a binary operator, an op on a sequence, and an op
+    with several outputs."""
+    return [ng.tanh(h), ng.softmax(h, 0), h * h, ng.stack([h, h]), *h.unbind(0)]
+
+
+def test_the_fast_paths_follow_every_grad_mode_change_on_deferred_inputs():
+    x = ng.tensor([0.5, -1.0], dtype=ng.float64, requires_grad=True)
+    h = x * 2.0
+    _fast_path_ops(h)  # (the ops' row heads are known: the next calls take the fast paths)
+    assert _deferred(h) and all(t.requires_grad for t in _fast_path_ops(h))
+
+    class Twice(ng.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            ctx.inside = _fast_path_ops(y)  # the forward runs with grad mode off
+            return y * 2.0
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2.0
+
+    modes = {
+        "no_grad": ng.no_grad,
+        "set_grad_enabled(False)": lambda: ng.set_grad_enabled(False),
+        "inference_mode": ng.inference_mode,
+    }
+    for name, mode in modes.items():
+        with mode():
+            assert not any(t.requires_grad for t in _fast_path_ops(h)), name
+            with ng.enable_grad():
+                assert all(t.requires_grad for t in _fast_path_ops(h)), name
+            assert not any(t.requires_grad for t in _fast_path_ops(h)), name
+        assert all(t.requires_grad for t in _fast_path_ops(h)), name
+    ng.set_grad_enabled(False)
+    try:
+        assert not any(t.requires_grad for t in _fast_path_ops(h))
+    finally:
+        ng.set_grad_enabled(True)
+    out = Twice.apply(h)
+    assert out.requires_grad and not any(t.requires_grad for t in out.grad_fn.inside)
+    assert all(t.requires_grad for t in _fast_path_ops(h))
+    out.sum().backward()
+    close(x.grad, [4.0, 4.0])
+
+
 def test_a_deferred_result_used_on_another_thread_raises_as_an_eager_one():
     x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)
     y = x * 3.0

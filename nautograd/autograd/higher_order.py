@@ -177,7 +177,9 @@ def execute(roots, grads, retain_graph, targets, accumulate):
     tape, root_grads, root_edges, target_edges = prepare(roots, grads, targets, True)
     state = _grad_state
     enabled = state.enabled
+    recording = state.recording
     state.enabled = True
+    state.recording = state.tape
     tape.running += 1  # node ids stay put while the formulas record
     try:
         return _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain_graph,
@@ -185,6 +187,7 @@ def execute(roots, grads, retain_graph, targets, accumulate):
     finally:
         tape.running -= 1
         state.enabled = enabled
+        state.recording = recording
 
 
 def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, accumulate):

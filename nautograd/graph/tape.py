@@ -969,5 +969,9 @@ def current_tape():
     try:
         return _local.tape
     except AttributeError:
-        _local.tape = tape = Tape()
+        from ..autograd.grad_mode import _state
+
+        _local.tape = _state.tape = tape = Tape()
+        if _state.enabled:
+            _state.recording = tape
         return tape
