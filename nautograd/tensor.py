@@ -1211,14 +1211,14 @@ def _lazy(op, args, kwargs):
     elif tape.n >= b.stop:
         tape.run_batch()
         b = _open_batch(tape)
-    vs = []
+    row = [hit[0]]
     saves = hit[5]
     for j, x in enumerate(seq):
         if type(x) is _Lazy and x._b is b:
-            vs.append(x._v)
+            row.append(x._v)
         else:
-            vs.append(_import(tape, b, x, (saves >> j) & 1))
-    out = _emit(tape, b, hit, vs, kwargs, seq[0])
+            row.append(_import(tape, b, x, (saves >> j) & 1))
+    out = _emit(tape, b, hit, row, kwargs, seq[0])
     if ANOMALY.enabled:  # the node keeps its forward call's stack, as Tape.record_node
         tape.metadata[tape.n - 1] = {"traceback_": forward_stack()}
     return out
@@ -1294,29 +1294,34 @@ def _lazy1(op, x, kwargs, seq=None):
     if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
         return None
     if seq is None:
-        shapes = x._shape
+        key = (op.opcode, x._shape, tuple(kwargs.items())) if kwargs else (op.opcode, x._shape)
     else:
-        vs = []
-        shapes = []
+        # items of one shape (the deferred op on a sequence, stack, takes no other): the
+        # key counts them (Tape.add_head), a tuple of shapes less to make and hash
+        row = [0]
+        s0 = x._shape
         for t in seq:
             if type(t) is not _Lazy or t._b is not b:
                 return None
-            vs.append(t._v)
-            shapes.append(t._shape)
-        shapes = tuple(shapes)
+            s = t._shape
+            if s is not s0 and s != s0:
+                return None  # (the eager path raises stack's error)
+            row.append(t._v)
+        key = (op.opcode, len(seq), s0)
+        if kwargs:
+            key += (tuple(kwargs.items()),)
     try:
-        hit = tape.fast.get(
-            (op.opcode, shapes, tuple(kwargs.items())) if kwargs else (op.opcode, shapes)
-        )
+        hit = tape.fast.get(key)
     except TypeError:  # an unhashable attribute: the eager path raises the op's error
         return None
     if hit is None or tape.n >= b.stop:
         return None
     if seq is not None:
-        return _emit(tape, b, hit, vs, kwargs, x)
+        row[0] = hit[0]
+        return _emit(tape, b, hit, row, kwargs, x)
     hid, out, size, multi, meta, _ = hit
     if multi:
-        return _emit(tape, b, hit, (x._v,), kwargs, x)
+        return _emit(tape, b, hit, (hid, x._v), kwargs, x)
     b.rows += (hid, x._v)
     return _result(tape, b, out, meta, kwargs)
 
@@ -1332,6 +1337,7 @@ def _unary_fast(op, first, general):
     only): a dict and a tuple less per call (the scalar DAG: 5,000 tracked dicts a step)."""
     opcode = op.opcode
     ints = {}  # int -> ({first: int}, ((first, int),))
+    last = [(None, None, None, None)]
 
     def f(*args, **kwargs):
         if kwargs:
@@ -1355,12 +1361,20 @@ def _unary_fast(op, first, general):
         tape = x._tape
         if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
             return general(*args)
-        hit = tape.fast.get((opcode, x._shape) if kw is None else (opcode, x._shape, items))
-        if hit is None or tape.n >= b.stop:
+        # the last head found, while the tape's heads stay (see _binary_fast)
+        fast = tape.fast
+        shape = x._shape
+        c = last[0]
+        if c[0] is fast and c[1] is shape and c[2] is kw:
+            hit = c[3]
+        else:
+            hit = fast.get((opcode, shape) if kw is None else (opcode, shape, items))
+            if hit is None:
+                return general(*args)
+            last[0] = (fast, shape, kw, hit)
+        if tape.n >= b.stop:
             return general(*args)
         hid, out, size, multi, meta, _ = hit
-        if multi:
-            return _emit(tape, b, hit, (x._v,), kw, x)
         b.rows += (hid, x._v)
         # _result, inlined (as in _binary_fast): the call cost ~50 ns of an op's ~0.8 us
         node = tape.n
@@ -1368,6 +1382,8 @@ def _unary_fast(op, first, general):
         b.meta.append(meta)
         if kw is not None:
             b.kwargs[node] = kw
+        if multi:
+            return _runs(tape, b, node, out, x)
         t = _new(_Lazy)
         t._b = b
         t._v = v = b.nv
@@ -1394,6 +1410,7 @@ def _binary_fast(op, reflected=False, fallback=False):
     others; ``reflected``: __rmul__, its operands swapped) and runs ``apply`` there instead:
     one call less per operator than a method calling this, ~60 ns of a multiply's ~0.8 us."""
     opcode = op.opcode
+    last = [(None, None, None, None)]
 
     def lazy2(x, y):
         if reflected:
@@ -1421,8 +1438,16 @@ def _binary_fast(op, reflected=False, fallback=False):
             return apply(op, x, y) if fallback else None
         if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
             return apply(op, x, y) if fallback else None
-        hit = tape.fast.get((opcode, sx, sy))
-        if hit is None or tape.n >= b.stop:
+        fast = tape.fast
+        c = last[0]
+        if c[0] is fast and c[1] is sx and c[2] is sy:
+            hit = c[3]
+        else:
+            hit = fast.get((opcode, sx, sy))
+            if hit is None:
+                return apply(op, x, y) if fallback else None
+            last[0] = (fast, sx, sy, hit)
+        if tape.n >= b.stop:
             return apply(op, x, y) if fallback else None
         hid, out, size, multi, meta, saves = hit
         # (the import's entry read here: a new input, the RNN's x_t, skips _reuse's call)
@@ -1459,7 +1484,7 @@ def _binary_fast(op, reflected=False, fallback=False):
                 if vy < 0:
                     return apply(op, x, y) if fallback else None
         if multi:
-            return _emit(tape, b, hit, (vx, vy), None, x)
+            return _emit(tape, b, hit, (hid, vx, vy), None, x)
         b.rows += (hid, vx, vy)
         # _result, inlined: the call cost ~50 ns of an op's ~0.8 us (mul of two deferred scalars)
         node = tape.n
@@ -1504,21 +1529,25 @@ def _result(tape, b, out, meta, kwargs):
     return t
 
 
-def _emit(tape, b, hit, vs, kwargs, x):
-    """Append the row of an op (``hit``: its head, see Tape.add_head; ``vs``: its input
-    value ids) to batch ``b``; its result(s). ``x``: the first input, whose memory a
-    multi-output op's outputs are runs of."""
-    hid, out, size, multi, meta, _ = hit
-    b.rows.append(hid)
-    b.rows += vs
-    if not multi:
-        return _result(tape, b, out, meta, kwargs)
-    # several outputs: consecutive runs of x (unbind), views sharing its version counter
+def _emit(tape, b, hit, row, kwargs, x):
+    """Append the row of an op (``hit``: its head, see Tape.add_head; ``row``: the head's
+    index, then its input value ids) to batch ``b``; its result(s). ``x``: the first input,
+    whose memory a multi-output op's outputs are runs of."""
+    b.rows += row
+    if not hit[3]:
+        return _result(tape, b, hit[1], hit[4], kwargs)
     node = tape.n
     tape.n = node + 1
-    b.meta.append(meta)
+    b.meta.append(hit[4])
     if kwargs:
         b.kwargs[node] = kwargs
+    return _runs(tape, b, node, hit[1], x)
+
+
+def _runs(tape, b, node, out, x):
+    """The results of the multi-output node ``node`` (output shapes ``out``) just recorded
+    in batch ``b``: consecutive runs of ``x`` (unbind), views sharing its version counter.
+    (The caller appends its row, its meta and its attributes.)"""
     vc = x._vc
     if vc is None:
         x._vc = vc = [0]
@@ -1526,10 +1555,11 @@ def _emit(tape, b, hit, vs, kwargs, x):
     b.nv = v + len(out)
     b.out_shapes[node] = out
     results = []
-    for j, shape in enumerate(out):
+    j = 0
+    for shape in out:
         t = _new(_Lazy)
         t._b = b
-        t._v = v + j
+        t._v = v
         t._shape = shape
         t._src = x
         t._rg = True
@@ -1538,6 +1568,8 @@ def _emit(tape, b, hit, vs, kwargs, x):
         t._vc = vc
         t._n = node
         results.append(t)
+        v += 1
+        j += 1
     return tuple(results)
 
 

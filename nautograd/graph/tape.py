@@ -547,7 +547,9 @@ class Tape:
         as a row of ``heads`` (rows name it by its index). Returns, and keeps in ``fast``
         under ``key`` (and under the key tensor.py's fast paths build for one or two inputs),
         (index, output shape or shapes, store size, several outputs?, the node's input
-        shapes as ``meta`` keeps them: one object for all the op's nodes)."""
+        shapes as ``meta`` keeps them: one object for all the op's nodes, the saved mask).
+        The fast paths' keys: (opcode, shape[, attributes]) for one input, (opcode, shape,
+        shape) for two, (opcode, count, shape[, attributes]) for inputs of one shape."""
         ips = self.ip_pool.get(ip)
         if ips is None:
             ips = self._intern(self.ip_pool, ip, "i")
@@ -564,6 +566,10 @@ class Tape:
             self.fast[fk] = hit
         elif len(shapes) == 2 and not kwargs:
             self.fast[(opcode, shapes[0], shapes[1])] = hit
+        if len(shapes) > 1 and shapes.count(shapes[0]) == len(shapes):
+            # an op on a sequence of one shape (stack): the count and the shape
+            fk = (opcode, len(shapes), shapes[0])
+            self.fast[fk + (tuple(kwargs.items()),) if kwargs else fk] = hit
         return hit
 
     def run_batch(self):
