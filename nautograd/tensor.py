@@ -1087,6 +1087,7 @@ class _Lazy(Tensor):
 _GC_HOOK = _gc.install(
     _Lazy, lambda: getattr(getattr(_tape_local, "tape", None), "batch", None) is not None
 )
+_gc.drop_finalizer(_Lazy)  # (its __del__ does nothing: not called at all)
 
 
 def _force(t):
