@@ -83,14 +83,14 @@ class Tensor:
     # created when one is assigned, and read their class defaults until then
     # (_vc, the version counter: a one-item list, shared by views and detached aliases; a slot
     # because views and saved results set it, where a __dict__ cost ~0.3 us to create)
-    # (_b, _v, _shape, _src, _n: a deferred result's batch, value id, shape, the tensor its
-    # memory is a run of, and its node as recorded, see _Lazy; unset on other tensors)
+    # (_b, _v, _shape, _src: a deferred result's batch, value id, shape, and the tensor its
+    # memory is a run of, see _Lazy; unset on other tensors)
     # (_imp: its import into a deferred batch (_import_new), None when made; a _Lazy's is
     # unset until it is forced, so reads are under try. As a class default it lived in the
     # __dict__, whose creation at the first import took ~0.3 us of an RNN step's x_t)
     __slots__ = (
         "_data", "_rg", "_tape", "_h", "_out", "_vc", "_b", "_v", "_shape", "_src", "_imp",
-        "_n", "__dict__", "__weakref__",
+        "__dict__", "__weakref__",
     )  # fmt: skip
     _grad = None
     _acc_tape = None
@@ -1021,12 +1021,13 @@ class _Lazy(Tensor):
     ``_data`` (or anything else about its value) runs the batch and turns it into a plain
     Tensor; the shape and dtype are known without that.
 
-    It holds no handle (see graph/tape.py): ``_n`` is its node as recorded (a sweep since
-    moves it by the batch's ``n0 - base``), and the batch, which every deferred result of
-    it refers to, keeps the batch's nodes for the tape (Tape.live, compact) while it lives.
+    It holds no handle (see graph/tape.py) and not its node: the batch, which every
+    deferred result of it refers to, keeps the batch's nodes for the tape (Tape.live,
+    compact) while it lives, and knows each value's node once it has run (``vnode``).
     Reading ``_h`` gives it a value and a handle. Each handle cost its result ~60 ns to take
     and its ``__del__`` ~50 ns to give back, ~2 ms of the scalar DAG's ~27 ms step
-    (DESIGN-NOTES "Deferred results hold no handle")."""
+    (DESIGN-NOTES "Deferred results hold no handle"); its node number, an int object kept
+    alive per result, ~0.4 ms."""
 
     __slots__ = ()
 
@@ -1120,7 +1121,7 @@ def _force(t):
     _DATA.__set__(t, a)
     t._b = t._src = t._imp = None
     t.__class__ = Tensor
-    t._h = tape.new_handle(b.n0 + t._n - b.base)  # (compact moves n0, see Batch)
+    t._h = tape.new_handle(b.n0 + int(b.vnode[t._v]) - b.base)  # (compact moves n0)
     if _GC_HOOK is not None:  # (an ordinary tensor now, tracked as any)
         _gc.track(t)
     return a
@@ -1395,7 +1396,6 @@ def _unary_fast(op, first, general):
         t._tape = tape
         t._out = 0
         t._vc = None
-        t._n = node
         return t
 
     return f
@@ -1488,8 +1488,7 @@ def _binary_fast(op, reflected=False, fallback=False):
             return _emit(tape, b, hit, (hid, vx, vy), None, x)
         b.rows += (hid, vx, vy)
         # _result, inlined: the call cost ~50 ns of an op's ~0.8 us (mul of two deferred scalars)
-        node = tape.n
-        tape.n = node + 1
+        tape.n += 1
         b.meta.append(meta)
         t = _new(_Lazy)
         t._b = b
@@ -1501,7 +1500,6 @@ def _binary_fast(op, reflected=False, fallback=False):
         t._tape = tape
         t._out = 0
         t._vc = None
-        t._n = node
         return t
 
     return lazy2
@@ -1526,7 +1524,6 @@ def _result(tape, b, out, meta, kwargs):
     t._tape = tape
     t._out = 0
     t._vc = None
-    t._n = node  # (no handle: its batch keeps its node, see _Lazy)
     return t
 
 
@@ -1567,7 +1564,6 @@ def _runs(tape, b, node, out, x):
         t._tape = tape
         t._out = j
         t._vc = vc
-        t._n = node
         results.append(t)
         v += 1
         j += 1

@@ -51,9 +51,10 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
     (node i in column i + 1); ``counts`` = (first node, edges, outputs, saved values,
     arena values) on entry, their new ends on return (on GROW, counts[4] is the arena
     length it needs). Returns
-    (status, value offsets, sptr, snode): the nodes that saved value v are
+    (status, value offsets, sptr, snode, vnode): the nodes that saved value v are
     snode[sptr[v]:sptr[v + 1]] (tensor.py notes their versions when v's tensor gets its
-    value, so that an in-place change raises in backward as in torch)."""
+    value, so that an in-place change raises in backward as in torch); vnode[v] is the
+    node of value v (an op's output: its op's node, numbered from counts[0])."""
     voff = np.empty(nv, np.int64)
     vnum = np.empty(nv, np.int64)
     vnode = np.empty(nv, np.int64)
@@ -167,7 +168,7 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
                 nsv += 1
                 if n64 + m > v64.shape[0]:
                     counts[4] = n64 + m + (nrows + 1) * 16
-                    return GROW, voff, sv_val, sv_node
+                    return GROW, voff, sv_val, sv_node, vnode
                 saved_off[ns] = n64
                 saved_addr[ns] = m  # arena values: the length (as Tape.record_node)
                 for i in range(m):  # (a slice assignment counts two owners)
@@ -197,7 +198,7 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
     for i in range(nsv):
         snode[fill[sv_val[i]]] = sv_node[i]
         fill[sv_val[i]] += 1
-    return OK, voff, sptr, snode
+    return OK, voff, sptr, snode, vnode
 
 
 @numba.njit(cache=True)
@@ -226,7 +227,7 @@ def _inlined(forward):
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: dbd3e4462f044d8b
+# sources hash: 15fbb0381cdbf91a
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _f0 = _inlined(_OPS[0].lazy[1])  # mul

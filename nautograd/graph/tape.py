@@ -609,7 +609,7 @@ class Tape:
                 self._grow(name, used + m)
         while True:
             counts = np.array([b.n0, self.ne, self.no, self.ns, self.n64], np.int64)
-            status, voff, sptr, snode = deferred.run(
+            status, voff, sptr, snode, vnode = deferred.run(
                 rows, H, b.nv, S, b.nimp, self._nodes,
                 self.edge_node, self.edge_input_nr, self.out_numel, self.saved_off,
                 self.saved_addr, self.v64, self.iparams, self.fparams, counts,
@@ -623,6 +623,8 @@ class Tape:
             self.batches[weakref.ref(b, self._batch_died)] = nodes
         b.S = S
         b.voff = voff
+        b.vnode = vnode
+        b.base = b.n0  # (vnode's numbering)
         b.sptr = sptr
         self.obj += [None] * nodes
         for node, o in b.objs:
@@ -925,21 +927,22 @@ class Batch:
     copies of the inputs from outside the batch (their offsets follow each other: ``nimp``);
     the store elements the ops write are counted when it runs (deferred.store_size).
     ``meta``, ``objs``, ``kwargs``, ``out_shapes``: what the tape keeps per node in Python.
-    After the run: ``S``, the store, and ``voff``, each value's offset in it. ``addrs``:
+    After the run: ``S``, the store, ``voff``, each value's offset in it, and ``vnode``, its
+    node (counted from ``base``). ``addrs``:
     address -> size of the inputs kept by address (tensor.py _import_new).
     """
 
     __slots__ = (
         "tape", "n0", "rows", "nv", "arrays", "nimp", "meta", "objs",
         "kwargs", "out_shapes", "watch", "token", "changes0", "S", "voff", "sptr", "snode",
-        "epoch", "addrs", "base", "stop", "__weakref__",
+        "epoch", "addrs", "base", "stop", "vnode", "__weakref__",
     )  # fmt: skip
 
     def __init__(self, tape):
         self.tape = tape
-        # its first node: ``n0`` (moved by compaction) and ``base`` (as recorded: deferred
-        # results keep their node as recorded, tensor.py _Lazy); ``stop``: the node at which
-        # it runs (tensor.py sets it)
+        # its first node: ``n0`` (moved by compaction) and ``base`` (as it ran: ``vnode``,
+        # each value's node, counts from it; tensor.py _force); ``stop``: the node at
+        # which it runs (tensor.py sets it)
         self.n0 = self.base = self.stop = tape.n
         self.rows = []
         self.nv = 0
@@ -957,7 +960,7 @@ class Batch:
         # marks the imports into this batch (a tensor's ``_imp``, tensor.py _import_new)
         self.token = object()
         self.changes0 = _in_place_changes()
-        self.S = self.voff = self.sptr = self.snode = None
+        self.S = self.voff = self.sptr = self.snode = self.vnode = None
         self.epoch = -1
 
 
