@@ -1292,8 +1292,9 @@ def _lazy1(op, x, kwargs, seq=None):
         return None
     b = x._b
     tape = x._tape
-    # this thread's tape with grad mode on (grad_mode._State.recording), the batch open
-    if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
+    # this thread's tape with grad mode on (grad_mode._State.recording); a batch that ran
+    # has no room (its stop is -1, Tape.run_batch)
+    if _grad_state.recording is not tape or ANOMALY.enabled:
         return None
     if seq is None:
         key = (op.opcode, x._shape, tuple(kwargs.items())) if kwargs else (op.opcode, x._shape)
@@ -1361,7 +1362,7 @@ def _unary_fast(op, first, general):
             return general(*args)
         b = x._b
         tape = x._tape
-        if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
+        if _grad_state.recording is not tape or ANOMALY.enabled:
             return general(*args)
         # the last head found, while the tape's heads stay (see _binary_fast)
         fast = tape.fast
@@ -1437,7 +1438,7 @@ def _binary_fast(op, reflected=False, fallback=False):
             sy = y._shape
         else:
             return apply(op, x, y) if fallback else None
-        if _grad_state.recording is not tape or b.S is not None or ANOMALY.enabled:
+        if _grad_state.recording is not tape or ANOMALY.enabled:
             return apply(op, x, y) if fallback else None
         fast = tape.fast
         c = last[0]

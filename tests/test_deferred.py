@@ -379,11 +379,11 @@ def test_float32_big_and_no_grad_ops_run_eagerly():
     assert _deferred(small * 2.0)
 
 
-def _fast_path_ops(h):
+def _fast_path_ops(h, lib=ng):
     """Each of the deferred forward's fast paths, on the deferred value ``h``: a unary
     function, one with an int attribute, a binary operator, an op on a sequence, and an op
     with several outputs."""
-    return [ng.tanh(h), ng.softmax(h, 0), h * h, ng.stack([h, h]), *h.unbind(0)]
+    return [lib.tanh(h), lib.softmax(h, 0), h * h, lib.stack([h, h]), *h.unbind(0)]
 
 
 def test_the_fast_paths_follow_every_grad_mode_change_on_deferred_inputs():
@@ -424,6 +424,33 @@ def test_the_fast_paths_follow_every_grad_mode_change_on_deferred_inputs():
     assert all(t.requires_grad for t in _fast_path_ops(h))
     out.sum().backward()
     close(x.grad, [4.0, 4.0])
+
+
+def test_ops_on_unread_results_of_a_batch_that_ran_go_to_a_new_batch():
+    # the fast paths take a batch as open while the tape has not reached its stop; a batch
+    # that ran has stop -1 (Tape.run_batch), so an op on one of its results not yet read
+    # goes to the general path, which imports it into the next batch
+    x0 = np.array([0.5, -1.0, 2.0])
+    results = []
+    for lib in (ng, torch):
+        x = lib.tensor(x0, requires_grad=True)
+        h = x * 2.0
+        ops = _fast_path_ops(h, lib)  # (the heads: later calls take the fast paths)
+        a = h.exp()
+        b = h * h
+        b.tolist()  # runs the batch: a is still deferred, unread
+        if lib is ng:
+            assert _deferred(a) and a._b.S is not None and a._b.stop == -1
+        later = _fast_path_ops(a, lib) + [a * h, h * a]
+        if lib is ng:
+            batch = later[0]._b
+            assert all(_deferred(t) and t._b is batch for t in later)
+            assert batch is not a._b
+        loss = sum(t.sum() * (k + 1.0) for k, t in enumerate(later + ops))
+        loss.backward()
+        results.append([t.detach() for t in later] + [x.grad])
+    for ours, theirs in zip(*results, strict=True):
+        close(ours, theirs)
 
 
 def test_a_deferred_result_used_on_another_thread_raises_as_an_eager_one():
