@@ -453,6 +453,30 @@ def test_ops_on_unread_results_of_a_batch_that_ran_go_to_a_new_batch():
         close(ours, theirs)
 
 
+def test_value_ids_and_nodes_past_the_end_of_the_id_table_count_on(monkeypatch):
+    # the fast paths take the next value id and node number from tensor._NEXT and count on
+    # with i + 1 past its end: a short table makes a batch cross it in every kind of op
+    monkeypatch.setattr(tensor_module, "_NEXT", list(range(1, 24)))
+    rng = np.random.default_rng(13)
+    x0 = rng.standard_normal(4)
+    results = []
+    for lib in (ng, torch):
+        x = lib.tensor(x0, requires_grad=True)
+        h = x * 1.5
+        outs = []
+        for _ in range(12):
+            parts = _fast_path_ops(h, lib)
+            h = lib.tanh(h) + lib.softmax(h, 0) * h.sum()
+            outs += parts
+        if lib is ng:
+            assert all(_deferred(t) for t in outs)
+            assert current_tape().batch.nv > 24 and current_tape().n > 24
+        sum(t.sum() * (k % 5 + 1.0) for k, t in enumerate(outs)).backward()
+        results.append([t.detach() for t in outs] + [x.grad])
+    for ours, theirs in zip(*results, strict=True):
+        close(ours, theirs, 1e-10)
+
+
 def test_a_deferred_result_used_on_another_thread_raises_as_an_eager_one():
     x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)
     y = x * 3.0
