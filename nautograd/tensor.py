@@ -1027,7 +1027,7 @@ class _Lazy(Tensor):
     Reading ``_h`` gives it a value and a handle. Each handle cost its result ~60 ns to take
     and its ``__del__`` ~50 ns to give back, ~2 ms of the scalar DAG's ~27 ms step
     (DESIGN-NOTES "Deferred results hold no handle"); its node number, an int object kept
-    alive per result, ~0.4 ms."""
+    alive per result, ~0.25 ms of their teardown."""
 
     __slots__ = ()
 
@@ -1599,8 +1599,8 @@ def _runs(tape, b, node, out, x):
 # _NEXT[i] is i + 1, for i below 2^17: the fast paths take the next value id and node
 # number from it (IndexError past its end: i + 1), where ``i + 1`` made an int object per op
 # (ids pass 256 at once), kept by its result until the result died: the scalar DAG's step
-# 21.2 -> 19.9 ms, and 23.4 -> 22.1 ms in a heap full of freed small objects (frag.py). Its
-# ints take ~4 MB, made on the first deferred op (_open_batch)
+# 21.4 -> 19.2 ms, and 23.5 -> 20.5 ms in a heap full of freed small objects (DESIGN-NOTES,
+# "The ninth session"). Its ints take ~4 MB, made at the first batch (_open_batch)
 _NEXT = []
 
 _PACK_FLOAT64 = struct.Struct("d").pack  # a number's import: its bytes

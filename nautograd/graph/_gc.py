@@ -184,7 +184,7 @@ def drop_finalizer(cls):
     tape handle, which a deferred result does not have); overriding it with a no-op still
     makes every instance's death call it: CPython's ``slot_tp_finalize`` looks the method
     up and calls it, ~20 ns of a deferred result's ~60 ns death (the scalar DAG's 22,500
-    results: 1.05 -> 0.60 ms). Clearing the type's ``tp_finalize`` skips that; an instance
+    results: 1.05 -> 0.70 ms). Clearing the type's ``tp_finalize`` skips that; an instance
     whose class is later set to one with a finalizer (``_force``) gets that class's. Returns
     whether it was cleared (not where the layout check fails: ``__del__`` then runs)."""
     off = _finalize_slot()
