@@ -426,6 +426,49 @@ def test_the_fast_paths_follow_every_grad_mode_change_on_deferred_inputs():
     close(x.grad, [4.0, 4.0])
 
 
+def test_a_thread_whose_tape_is_made_inside_a_functions_forward_keeps_the_fast_paths(
+    monkeypatch,
+):
+    # a new thread's first recorded op runs under enable_grad inside a Function's forward:
+    # its tape is made there, and after apply the thread's grad-mode state must name it
+    # (grad_mode._State.recording is derived from the mode and the tape, not restored from
+    # a copy taken before the tape existed), or every later op misses the fast paths
+    grad_state = sys.modules["nautograd.autograd.grad_mode"]._state
+
+    class Inner(ng.autograd.Function):
+        @staticmethod
+        def forward(ctx, y):
+            with ng.enable_grad():
+                (ng.tensor([1.0], requires_grad=True) * 2.0).sum()  # the thread's tape
+            return y * 2.0
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2.0
+
+    found = []
+
+    def body():
+        x = ng.tensor([0.5, -1.0], dtype=ng.float64, requires_grad=True)
+        out = Inner.apply(x)
+        tape = current_tape()
+        found.append((grad_state.enabled, grad_state.recording is tape))
+        h = out * 3.0
+        _fast_path_ops(h)
+        general = len(calls)
+        found.append(all(_deferred(t) for t in _fast_path_ops(h)) and len(calls) == general)
+        h.sum().backward()
+        found.append(x.grad.tolist())
+
+    calls = []
+    lazy = tensor_module._lazy
+    monkeypatch.setattr(tensor_module, "_lazy", lambda *a: calls.append(a[0].name) or lazy(*a))
+    t = threading.Thread(target=body)
+    t.start()
+    t.join()
+    assert found == [(True, True), True, [6.0, 6.0]]
+
+
 def test_ops_on_unread_results_of_a_batch_that_ran_go_to_a_new_batch():
     # the fast paths take a batch as open while the tape has not reached its stop; a batch
     # that ran has stop -1 (Tape.run_batch), so an op on one of its results not yet read

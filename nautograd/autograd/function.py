@@ -115,14 +115,14 @@ class FunctionCtx:
                 full.append(_wrap(g.reshape(shape)))
         state = _grad_state  # backward runs with grad mode = create_graph, as in torch
         enabled = state.enabled
-        recording = state.recording
         state.enabled = create_graph
         state.recording = state.tape if create_graph else None
         try:
             result = backward(self, *full)
         finally:
             state.enabled = enabled
-            state.recording = recording
+            # (derived, as grad_mode._set does: the backward may have made the thread's tape)
+            state.recording = state.tape if enabled else None
         if not isinstance(result, tuple):
             result = (result,)
         name = type(self).__name__
@@ -312,7 +312,6 @@ class Function(metaclass=FunctionMeta):
             ctx.needs_input_grad = tuple(isinstance(x, Tensor) and x._rg for x in args)
         else:
             ctx.needs_input_grad = (False,) * len(args)
-        recording = state.recording
         state.enabled = False  # forward runs with grad mode off
         state.recording = None
         try:
@@ -323,7 +322,8 @@ class Function(metaclass=FunctionMeta):
                 output = cls.forward(ctx, *args, **kwargs)
         finally:
             state.enabled = enabled
-            state.recording = recording
+            # (derived, as grad_mode._set does: the forward may have made the thread's tape)
+            state.recording = state.tape if enabled else None
         if not record:
             return output
         return _record(ctx, args, output)

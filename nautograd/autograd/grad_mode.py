@@ -14,8 +14,9 @@ class _State(threading.local):
     # ``recording``: that tape while grad mode is enabled, else None. The deferred forward's
     # fast paths (tensor.py) test ``recording is x's tape``: one thread-local read for both
     # the thread and the mode, where two took ~60 ns of an op's ~0.6 us. Every write of
-    # ``enabled`` writes ``recording`` too (``_set``, or both stores where a caller saves
-    # and restores them).
+    # ``enabled`` writes ``recording`` too, derived from ``tape`` and the new mode (``_set``,
+    # or the same two stores where a caller saves and restores the mode: a copy of
+    # ``recording`` saved before the thread had a tape would be stale after it).
     tape = None
     recording = None
 

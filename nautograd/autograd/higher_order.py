@@ -177,7 +177,6 @@ def execute(roots, grads, retain_graph, targets, accumulate):
     tape, root_grads, root_edges, target_edges = prepare(roots, grads, targets, True)
     state = _grad_state
     enabled = state.enabled
-    recording = state.recording
     state.enabled = True
     state.recording = state.tape
     tape.running += 1  # node ids stay put while the formulas record
@@ -187,7 +186,7 @@ def execute(roots, grads, retain_graph, targets, accumulate):
     finally:
         tape.running -= 1
         state.enabled = enabled
-        state.recording = recording
+        state.recording = state.tape if enabled else None  # (as grad_mode._set)
 
 
 def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, accumulate):
