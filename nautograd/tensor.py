@@ -20,6 +20,7 @@ from .graph import _gc
 from .graph.tape import ANOMALY, SMALL, address_of, current_tape, forward_stack
 from .graph.tape import _local as _tape_local
 from .kernels import OPS
+from .kernels._gemm import ENABLED as _OWN_GEMM
 from .kernels._jit import AXPY
 from .kernels.registry import COMPOSITES, OP_BY_NAME
 
@@ -525,7 +526,9 @@ def _axpy(a, value, sign):
     """``a += sign * value`` (sign 1 or -1: exact, as numpy's add or subtract) on numpy's
     OpenBLAS threads (kernels/_jit.py AXPY) for two big C-contiguous arrays of one float dtype
     and shape that do not overlap; False (nothing done) otherwise."""
-    f = AXPY.get(a.dtype)
+    # (not where the products are our own, kernels/_gemm.py: OpenBLAS's workers then spin
+    # against ours for the second core, and the MLP step took 1.17-1.55 ms instead of ~0.8)
+    f = None if _OWN_GEMM else AXPY.get(a.dtype)
     if (
         f is None
         or value.dtype != a.dtype

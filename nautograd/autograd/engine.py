@@ -5,6 +5,7 @@ PyTorch's run_backward / Engine::execute (reference/pytorch_autograd.md, 3.2-3.9
 
 import numpy as np
 
+from .. import _threads
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
 from ..graph.tape import ACC, ANOMALY, F32, PY, RELEASED, address_of
@@ -169,6 +170,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
         head = (retain, state, slot, fresh, tape.out_numel, G64, G32)
         parts = get_num_threads()
         pend = np.empty(_PEND, np.int64)
+        _threads.ready_workers()
         while True:
             status = scheduler.run(start, *head, *columns, skip_py, parts, pend, -1)
             if last >= 0:

@@ -11,6 +11,8 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from . import _gemm
+
 # Kernels are only ever called from the compiled scheduler, never from Python: without the
 # CPython/cfunc wrappers they compile ~30% faster (reference/numba-measured.md, 1.2).
 # They are not cached themselves: the scheduler that calls them is, and its module carries
@@ -437,6 +439,9 @@ def gemm(c, x, y, trans_x, trans_y, beta):
             _dots(c.reshape(n), y, x.reshape(k), beta)
         else:  # y (k, n): c = sum over l of x[l] * y[l, :]
             _axpys(c.reshape(n), y, x.reshape(k), beta)
+        return
+    if _gemm.enabled():  # our own products (AVX-512 CPUs, kernels/_gemm.py)
+        _gemm.gemm(c, x, y, trans_x, trans_y, beta)
         return
     # leading dimensions are the row lengths (BLAS wants them >= 1)
     ty = _TRANS if trans_y else _NO_TRANS

@@ -12,6 +12,7 @@ import string
 import numba
 import numpy as np
 
+from . import _gemm
 from ._jit import GEMM_LIBRARY, KERNEL, assigning, bcast_offsets, gemm, kernel, saved, view
 from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
@@ -88,6 +89,16 @@ def _matmul_forward(x, y, op="matmul"):
             result = np.empty((m, n), x.dtype)
             _outer(np.ascontiguousarray(x.reshape(m)), np.ascontiguousarray(y.reshape(n)), result)
             result = result.reshape((m,) * (x.ndim == 2) + (n,) * (y.ndim == 2))
+        elif (
+            _gemm.ENABLED
+            and x.ndim == 2
+            and y.ndim == 2
+            and x.dtype == y.dtype
+            and x.dtype.char in "fd"
+            and m > 1
+            and n > 1
+        ):
+            result = _gemm.matmul(x, y)
         elif _BLAS_FLOPS and m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2:
             result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
         else:
