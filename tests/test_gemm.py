@@ -17,8 +17,9 @@ from nautograd.kernels import _gemm
 
 own = pytest.mark.skipif(not _gemm.ENABLED, reason="products go to BLAS on this CPU")
 
-# (m, k, n): edge rows and columns, a row split (one column tile), a column split
-SHAPES = [(2, 3, 2), (9, 17, 33), (130, 300, 70), (256, 128, 10), (128, 784, 256)]
+# (m, k, n): edge rows and columns, one register a row (n <= 16), a row split (one column
+# tile), a column split
+SHAPES = [(2, 3, 2), (9, 17, 33), (5, 40, 16), (130, 300, 70), (256, 128, 10), (128, 784, 256)]
 
 
 @own
@@ -166,3 +167,24 @@ def test_nautograd_gemm_blas_sends_products_to_blas():
         [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
     )
     assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+@own
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_gradient_summed_over_two_products_matches_torch(dtype):
+    # the second product's gradient adds into the first's buffer (beta 1), whole blocks of
+    # it in the micro-kernel and its edges through the edge tile
+    rng = np.random.default_rng(5)
+    x0, z0 = (rng.standard_normal((70, 90)).astype(dtype) for _ in range(2))
+    w0 = rng.standard_normal((90, 45)).astype(dtype)
+    g0 = rng.standard_normal((70, 45)).astype(dtype)
+
+    def run(lib):
+        x, w = lib.tensor(x0, requires_grad=True), lib.tensor(w0, requires_grad=True)
+        z = lib.tensor(z0)
+        (x @ w + z @ w * 2.0 + x @ w.T.T).backward(lib.tensor(g0))
+        return x.grad.numpy(), w.grad.numpy()
+
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for ours, theirs in zip(run(ng), run(torch), strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)

@@ -53,105 +53,114 @@ def _splat(builder, vty, value):
     return builder.shuffle_vector(one, ir.Constant(vty, ir.Undefined), mask)
 
 
-@intrinsic
-def _ukernel(typingctx, a, a_off, ars, aks, b, b_off, bks, c, c_off, crs, kc, beta):
-    """``C[i, :NR] = beta * C[i, :NR] + sum over k < kc of A[i, k] * B[k, :NR]`` for i < MR:
-    A's element (i, k) at ``a[a_off + i * ars + k * aks]``, B's row k at ``b[b_off + k * bks]``
-    (NR contiguous elements), C's row i at ``c[c_off + i * crs]``. ``beta`` 0 stores without
-    reading C. The k loop keeps C's block in 2 * MR registers (16 of 32 zmm)."""
-    dtype = c.dtype
-    sig = types.void(a, a_off, ars, aks, b, b_off, bks, c, c_off, crs, kc, beta)
+def _make_ukernel(nv):
+    @intrinsic
+    def _ukernel(typingctx, a, a_off, ars, aks, b, b_off, bks, c, c_off, crs, kc, beta):
+        """``C[i, :NR] = beta * C[i, :NR] + sum over k < kc of A[i, k] * B[k, :NR]`` for i < MR:
+        A's element (i, k) at ``a[a_off + i * ars + k * aks]``, B's row k at ``b[b_off + k * bks]``
+        (NR contiguous elements), C's row i at ``c[c_off + i * crs]``. ``beta`` 0 stores without
+        reading C. The k loop keeps C's block in nv * MR registers (16 of 32 zmm for nv 2)."""
+        dtype = c.dtype
+        sig = types.void(a, a_off, ars, aks, b, b_off, bks, c, c_off, crs, kc, beta)
 
-    def codegen(context, builder, signature, args):
-        tys = signature.args
-        fl = context.get_value_type(dtype)
-        lanes = 16 if dtype == types.float32 else 8  # one 512-bit register
-        vty = ir.VectorType(fl, lanes)
-        align = 4 if dtype == types.float32 else 8
-        fma = cgutils.get_or_insert_function(
-            builder.module,
-            ir.FunctionType(vty, [vty, vty, vty]),
-            f"llvm.fma.v{lanes}{'f32' if dtype == types.float32 else 'f64'}",
-        )
-
-        def data(i):
-            return context.make_array(tys[i])(context, builder, args[i]).data
-
-        def i64(i):
-            return context.cast(builder, args[i], tys[i], types.int64)
-
-        a0 = builder.gep(data(0), [i64(1)])
-        rows = [builder.gep(a0, [builder.mul(i64(2), ir.Constant(_I64, i))]) for i in range(MR)]
-        aks_ = i64(3)
-        b0 = builder.gep(data(4), [i64(5)])
-        bks_ = i64(6)
-        c0 = builder.gep(data(7), [i64(8)])
-        crs_, kc_ = i64(9), i64(10)
-        beta_ = context.cast(builder, args[11], tys[11], dtype)
-        zero = ir.Constant(vty, [0.0] * lanes)
-        entry = builder.block
-        loop = builder.append_basic_block("uk.loop")
-        done = builder.append_basic_block("uk.done")
-        builder.cbranch(builder.icmp_signed(">", kc_, ir.Constant(_I64, 0)), loop, done)
-        builder.position_at_end(loop)
-        aoff, boff, k = builder.phi(_I64), builder.phi(_I64), builder.phi(_I64)
-        acc = [[builder.phi(vty) for _ in range(NV)] for _ in range(MR)]
-        brow = builder.gep(b0, [boff])
-        bv = [
-            builder.load(
-                builder.bitcast(
-                    builder.gep(brow, [ir.Constant(_I64, v * lanes)]), vty.as_pointer()
-                ),
-                align=align,
+        def codegen(context, builder, signature, args):
+            tys = signature.args
+            fl = context.get_value_type(dtype)
+            lanes = 16 if dtype == types.float32 else 8  # one 512-bit register
+            vty = ir.VectorType(fl, lanes)
+            align = 4 if dtype == types.float32 else 8
+            fma = cgutils.get_or_insert_function(
+                builder.module,
+                ir.FunctionType(vty, [vty, vty, vty]),
+                f"llvm.fma.v{lanes}{'f32' if dtype == types.float32 else 'f64'}",
             )
-            for v in range(NV)
-        ]
-        new = []
-        for i in range(MR):
-            s = _splat(builder, vty, builder.load(builder.gep(rows[i], [aoff])))
-            new.append([builder.call(fma, [s, bv[v], acc[i][v]]) for v in range(NV)])
-        k1 = builder.add(k, ir.Constant(_I64, 1))
-        aoff1, boff1 = builder.add(aoff, aks_), builder.add(boff, bks_)
-        tail = builder.block
-        builder.cbranch(builder.icmp_signed("<", k1, kc_), loop, done)
-        for phi, first, nxt in ((aoff, 0, aoff1), (boff, 0, boff1), (k, 0, k1)):
-            phi.add_incoming(ir.Constant(_I64, first), entry)
-            phi.add_incoming(nxt, tail)
-        for i in range(MR):
-            for v in range(NV):
-                acc[i][v].add_incoming(zero, entry)
-                acc[i][v].add_incoming(new[i][v], tail)
-        builder.position_at_end(done)
-        res = []
-        for i in range(MR):
-            for v in range(NV):
-                phi = builder.phi(vty)
-                phi.add_incoming(zero, entry)
-                phi.add_incoming(new[i][v], tail)
-                res.append(phi)
-        ptrs = []
-        for i in range(MR):
-            crow = builder.gep(c0, [builder.mul(crs_, ir.Constant(_I64, i))])
-            for v in range(NV):
-                ptrs.append(
-                    builder.bitcast(
-                        builder.gep(crow, [ir.Constant(_I64, v * lanes)]), vty.as_pointer()
-                    )
-                )
-        is_zero = builder.fcmp_ordered("==", beta_, ir.Constant(fl, 0.0))
-        with builder.if_else(is_zero) as (store, update):
-            with store:
-                for r, p in zip(res, ptrs, strict=True):
-                    builder.store(r, p, align=align)
-            with update:
-                bs = _splat(builder, vty, beta_)
-                for r, p in zip(res, ptrs, strict=True):
-                    builder.store(
-                        builder.call(fma, [bs, builder.load(p, align=align), r]), p, align=align
-                    )
-        return context.get_dummy_value()
 
-    return sig, codegen
+            def data(i):
+                return context.make_array(tys[i])(context, builder, args[i]).data
+
+            def i64(i):
+                return context.cast(builder, args[i], tys[i], types.int64)
+
+            a0 = builder.gep(data(0), [i64(1)])
+            rows = [builder.gep(a0, [builder.mul(i64(2), ir.Constant(_I64, i))]) for i in range(MR)]
+            aks_ = i64(3)
+            b0 = builder.gep(data(4), [i64(5)])
+            bks_ = i64(6)
+            c0 = builder.gep(data(7), [i64(8)])
+            crs_, kc_ = i64(9), i64(10)
+            beta_ = context.cast(builder, args[11], tys[11], dtype)
+            zero = ir.Constant(vty, [0.0] * lanes)
+            entry = builder.block
+            loop = builder.append_basic_block("uk.loop")
+            done = builder.append_basic_block("uk.done")
+            builder.cbranch(builder.icmp_signed(">", kc_, ir.Constant(_I64, 0)), loop, done)
+            builder.position_at_end(loop)
+            aoff, boff, k = builder.phi(_I64), builder.phi(_I64), builder.phi(_I64)
+            acc = [[builder.phi(vty) for _ in range(nv)] for _ in range(MR)]
+            brow = builder.gep(b0, [boff])
+            bv = [
+                builder.load(
+                    builder.bitcast(
+                        builder.gep(brow, [ir.Constant(_I64, v * lanes)]), vty.as_pointer()
+                    ),
+                    align=align,
+                )
+                for v in range(nv)
+            ]
+            new = []
+            for i in range(MR):
+                s = _splat(builder, vty, builder.load(builder.gep(rows[i], [aoff])))
+                new.append([builder.call(fma, [s, bv[v], acc[i][v]]) for v in range(nv)])
+            k1 = builder.add(k, ir.Constant(_I64, 1))
+            aoff1, boff1 = builder.add(aoff, aks_), builder.add(boff, bks_)
+            tail = builder.block
+            builder.cbranch(builder.icmp_signed("<", k1, kc_), loop, done)
+            for phi, first, nxt in ((aoff, 0, aoff1), (boff, 0, boff1), (k, 0, k1)):
+                phi.add_incoming(ir.Constant(_I64, first), entry)
+                phi.add_incoming(nxt, tail)
+            for i in range(MR):
+                for v in range(nv):
+                    acc[i][v].add_incoming(zero, entry)
+                    acc[i][v].add_incoming(new[i][v], tail)
+            builder.position_at_end(done)
+            res = []
+            for i in range(MR):
+                for v in range(nv):
+                    phi = builder.phi(vty)
+                    phi.add_incoming(zero, entry)
+                    phi.add_incoming(new[i][v], tail)
+                    res.append(phi)
+            ptrs = []
+            for i in range(MR):
+                crow = builder.gep(c0, [builder.mul(crs_, ir.Constant(_I64, i))])
+                for v in range(nv):
+                    ptrs.append(
+                        builder.bitcast(
+                            builder.gep(crow, [ir.Constant(_I64, v * lanes)]), vty.as_pointer()
+                        )
+                    )
+            is_zero = builder.fcmp_ordered("==", beta_, ir.Constant(fl, 0.0))
+            with builder.if_else(is_zero) as (store, update):
+                with store:
+                    for r, p in zip(res, ptrs, strict=True):
+                        builder.store(r, p, align=align)
+                with update:
+                    bs = _splat(builder, vty, beta_)
+                    for r, p in zip(res, ptrs, strict=True):
+                        builder.store(
+                            builder.call(fma, [bs, builder.load(p, align=align), r]), p, align=align
+                        )
+            return context.get_dummy_value()
+
+        return sig, codegen
+
+    return _ukernel
+
+
+_ukernel = _make_ukernel(NV)
+# one register a row, for c of at most one register's width (a (128, 256) @ (256, 10)
+# product computed 32 columns for 10 with two)
+_ukernel1 = _make_ukernel(1)
 
 
 @numba.njit(**_OPTS)
@@ -176,7 +185,9 @@ def gemm_part(c, x, y, trans_x, trans_y, beta, p, parts):
     tiles (or of its row tiles when there are fewer column tiles than parts)."""
     m, n = c.shape
     kk = x.shape[0] if trans_x else x.shape[1]
-    nr = NV * (64 // c.itemsize)
+    lanes = 64 // c.itemsize
+    nv = 1 if n <= lanes else NV
+    nr = nv * lanes
     nt = (n + nr - 1) // nr
     mt = (m + MR - 1) // MR
     j_lo, j_hi, i_lo, i_hi = 0, nt, 0, mt
@@ -195,6 +206,8 @@ def gemm_part(c, x, y, trans_x, trans_y, beta, p, parts):
     panel = np.empty(min(KC, kk) * nr, c.dtype)
     tile = np.empty(MR * nr, c.dtype)
     apad = np.zeros(MR * min(KC, kk), c.dtype)
+    # flat views: every operand of the micro-kernel is one array type, whichever it reads
+    xf, yf, cf = x.reshape(x.size), y.reshape(y.size), c.reshape(c.size)
     # A's rows in blocks of MC_TILES tiles, each block read from L2 by every column tile
     for k0 in range(0, kk, KC):
         kc = min(KC, kk - k0)
@@ -203,73 +216,37 @@ def gemm_part(c, x, y, trans_x, trans_y, beta, p, parts):
             for jt in range(j_lo, j_hi):
                 j0 = jt * nr
                 w = min(nr, n - j0)
-                packed = trans_y or w < nr
-                if packed:
+                # op(y)'s rows read in place when contiguous and whole, else packed
+                bsrc, b_off, bks = yf, k0 * ny + j0, ny
+                if trans_y or w < nr:
                     _pack(panel, y, trans_y, k0, kc, j0, w, nr)
+                    bsrc, b_off, bks = panel, 0, nr
                 for it in range(ib, min(ib + MC_TILES, i_hi)):
                     i0 = it * MR
                     h = min(MR, m - i0)
-                    if h == MR and w == nr:
-                        if packed:
-                            _ukernel(
-                                x,
-                                i0 * ars + k0 * aks,
-                                ars,
-                                aks,
-                                panel,
-                                0,
-                                nr,
-                                c,
-                                i0 * n + j0,
-                                n,
-                                kc,
-                                b,
-                            )
-                        else:
-                            _ukernel(
-                                x,
-                                i0 * ars + k0 * aks,
-                                ars,
-                                aks,
-                                y,
-                                k0 * ny + j0,
-                                ny,
-                                c,
-                                i0 * n + j0,
-                                n,
-                                kc,
-                                b,
-                            )
-                        continue
+                    asrc, a_off, a_rs, a_ks = xf, i0 * ars + k0 * aks, ars, aks
                     if h < MR:  # the last rows: op(x)'s rows i0.. and zeros, kc wide
                         for i in range(h):
                             row = apad[i * kc : i * kc + kc]
                             for q in range(kc):
                                 row[q] = x[k0 + q, i0 + i] if trans_x else x[i0 + i, k0 + q]
                         apad[h * kc : MR * kc] = 0
-                        if packed:
-                            _ukernel(apad, 0, kc, 1, panel, 0, nr, tile, 0, nr, kc, 0.0)
-                        else:
-                            _ukernel(apad, 0, kc, 1, y, k0 * ny + j0, ny, tile, 0, nr, kc, 0.0)
-                    elif packed:
-                        _ukernel(
-                            x, i0 * ars + k0 * aks, ars, aks, panel, 0, nr, tile, 0, nr, kc, 0.0
+                        asrc, a_off, a_rs, a_ks = apad, 0, kc, 1
+                    # a whole block of c in place; an edge block through ``tile``
+                    whole = h == MR and w == nr
+                    csrc, c_off, c_rs, cb = cf, i0 * n + j0, n, b
+                    if not whole:
+                        csrc, c_off, c_rs, cb = tile, 0, nr, 0.0
+                    if nv == 1:
+                        _ukernel1(
+                            asrc, a_off, a_rs, a_ks, bsrc, b_off, bks, csrc, c_off, c_rs, kc, cb
                         )
                     else:
                         _ukernel(
-                            x,
-                            i0 * ars + k0 * aks,
-                            ars,
-                            aks,
-                            y,
-                            k0 * ny + j0,
-                            ny,
-                            tile,
-                            0,
-                            nr,
-                            kc,
-                            0.0,
+                            asrc, a_off, a_rs, a_ks, bsrc, b_off, bks, csrc, c_off, c_rs, kc, cb
                         )
+                    if whole:
+                        continue
                     for i in range(h):
                         crow = c[i0 + i, j0 : j0 + w]
                         trow = tile[i * nr : i * nr + w]
