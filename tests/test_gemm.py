@@ -188,3 +188,61 @@ def test_a_gradient_summed_over_two_products_matches_torch(dtype):
     tol = 1e-4 if dtype == "float32" else 1e-10
     for ours, theirs in zip(run(ng), run(torch), strict=True):
         np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
+
+
+@own
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_batched_broadcast_products_match_torch(dtype):
+    # item by item through our products, the broadcast operand read in place
+    rng = np.random.default_rng(6)
+    x0 = rng.standard_normal((3, 1, 70, 90)).astype(dtype)
+    y0 = rng.standard_normal((2, 90, 45)).astype(dtype)
+    g0 = rng.standard_normal((3, 2, 70, 45)).astype(dtype)
+
+    def run(lib):
+        x, y = lib.tensor(x0, requires_grad=True), lib.tensor(y0, requires_grad=True)
+        result = x @ y
+        result.backward(lib.tensor(g0))
+        return result.detach().numpy(), x.grad.numpy(), y.grad.numpy()
+
+    tol = 1e-4 if dtype == "float32" else 1e-10
+    for ours, theirs in zip(run(ng), run(torch), strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=tol, atol=tol)
+
+
+@own
+@pytest.mark.parametrize("groups", [1, 2])
+def test_convolutions_run_on_our_products_and_match_torch(groups):
+    rng = np.random.default_rng(7)
+    x0 = rng.standard_normal((2, 8, 20, 20))
+    w0 = rng.standard_normal((16, 8 // groups, 3, 3))
+    g0 = rng.standard_normal((2, 16, 20, 20))
+
+    def run(lib):
+        x, w = lib.tensor(x0, requires_grad=True), lib.tensor(w0, requires_grad=True)
+        result = lib.nn.functional.conv2d(x, w, padding=1, groups=groups)
+        result.backward(lib.tensor(g0))
+        return result.detach().numpy(), x.grad.numpy(), w.grad.numpy()
+
+    for ours, theirs in zip(run(ng), run(torch), strict=True):
+        np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10)
+
+
+@own
+@pytest.mark.parametrize("transposed", [False, True])
+def test_products_of_fewer_rows_than_a_block_match_torch(transposed):
+    # c of 2..7 rows: sums of op(y)'s rows, or dot products when y is transposed
+    rng = np.random.default_rng(8)
+    for m in (2, 4, 7):
+        x0 = rng.standard_normal((9, m) if transposed else (m, 9))
+        y0 = rng.standard_normal((300, 9) if transposed else (9, 300))
+        g0 = rng.standard_normal((m, 300))
+
+        def run(lib, x0=x0, y0=y0, g0=g0):
+            x, y = lib.tensor(x0, requires_grad=True), lib.tensor(y0, requires_grad=True)
+            result = (x.T @ y.T) if transposed else (x @ y)
+            result.backward(lib.tensor(g0))
+            return result.detach().numpy(), x.grad.numpy(), y.grad.numpy()
+
+        for ours, theirs in zip(run(ng), run(torch), strict=True):
+            np.testing.assert_allclose(ours, theirs, rtol=1e-10, atol=1e-10)

@@ -154,6 +154,26 @@ def ensure_fresh():
             "run `python -m nautograd.graph._codegen` in a writable checkout"
         )
     write()
+    flush_cached([m for name, m in sys.modules.items() if name.startswith("nautograd.kernels.")])
+
+
+def flush_cached(modules):
+    """Empty the Numba cache of every cached function defined in ``modules``.
+
+    The kernel modules' own cached functions (a convolution's forward, batched products) call
+    compiled code of other files too (kernels/_gemm.py's products) and would be served stale
+    after an edit there, as the scheduler would without its hash; a kernel source change
+    therefore recompiles them as well. Returns how many were flushed."""
+    from numba.core.dispatcher import Dispatcher
+
+    flushed = 0
+    for module in modules:
+        for value in list(vars(module).values()):
+            if isinstance(value, Dispatcher) and value.py_func.__module__ == module.__name__:
+                if type(value._cache).__name__ != "NullCache":  # (cache=True)
+                    value._cache.flush()
+                    flushed += 1
+    return flushed
 
 
 if __name__ == "__main__":

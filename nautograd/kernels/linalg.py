@@ -89,28 +89,47 @@ def _matmul_forward(x, y, op="matmul"):
             result = np.empty((m, n), x.dtype)
             _outer(np.ascontiguousarray(x.reshape(m)), np.ascontiguousarray(y.reshape(n)), result)
             result = result.reshape((m,) * (x.ndim == 2) + (n,) * (y.ndim == 2))
-        elif (
-            _gemm.ENABLED
-            and x.ndim == 2
-            and y.ndim == 2
-            and x.dtype == y.dtype
-            and x.dtype.char in "fd"
-            and m > 1
-            and n > 1
-        ):
+        elif _gemm.ENABLED and x.ndim == 2 and y.ndim == 2 and _own_pair(x, y, m, n):
             result = _gemm.matmul(x, y)
         elif _BLAS_FLOPS and m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2:
             result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
         else:
             result = np.matmul(x, y)
         return result, (x, y), (m, k, n, 1, 0), ()
-    result = np.matmul(x, y)
     # batch item b of the result multiplies x's item xo[b] by y's item yo[b]
     cshape, (sx, sy) = coalesce(
         list(batch), [broadcast_strides(bx, batch), broadcast_strides(by, batch)]
     )
     ip = (m, k, n, numel(batch), len(cshape), *cshape, *sx, *sy, numel(bx), numel(by))
+    if _gemm.ENABLED and x.ndim >= 2 and y.ndim >= 2 and _own_pair(x, y, m, n):
+        # our products item by item (numpy's batched matmul would wake OpenBLAS's threads
+        # against the products' worker), broadcast operands read in place
+        result = np.empty((*batch, m, n), x.dtype)
+        _gemm.ready(m * k * n)
+        _batched_into(
+            result.reshape(-1, m, n),
+            np.ascontiguousarray(x).reshape(-1, m, k),
+            np.ascontiguousarray(y).reshape(-1, k, n),
+            np.array(ip, np.int64),
+        )
+    else:
+        result = np.matmul(x, y)
     return result, (x, y), ip, ()
+
+
+def _own_pair(x, y, m, n):
+    """Whether a product of ``x`` and ``y`` goes to our own (kernels/_gemm.py)."""
+    return x.dtype == y.dtype and x.dtype.char in "fd" and m > 1 and n > 1
+
+
+@numba.njit(cache=True, nogil=True)
+def _batched_into(result, x, y, ip):
+    """``result[b] = x[xo[b]] @ y[yo[b]]`` over the broadcast batch (``ip``: matmul's)."""
+    B, nd = ip[3], ip[4]
+    xo = bcast_offsets(ip, 5, nd, 0, B)
+    yo = bcast_offsets(ip, 5, nd, 1, B)
+    for b in range(B):
+        gemm(result[b], x[xo[b]], y[yo[b]], False, False, 0.0)
 
 
 def _matmul_spec(name, ndims=None):

@@ -6,7 +6,7 @@ import numba
 import numpy as np
 
 from .._threads import MIN_SIZE, parallel_for
-from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
+from ._jit import assigning, bcast_offsets, gemm, kernel, parallel, part, saved, view
 from ._shapes import outer_inner, wrap_dim
 from ._vmath import LOOP, vexp
 from .reduce import _kept, _reduce_params
@@ -446,6 +446,7 @@ def _conv_forward_items(x, w, result, ip, lo, hi):
     L = OH * OW
     rows = _conv_rows(ip)
     cols = np.empty(CgK * rows * OW, x.dtype)
+    yb = np.empty(Og * rows * OW, x.dtype)
     for n in range(lo, hi):
         for g in range(G):
             wg = w[g * Og * CgK : (g + 1) * Og * CgK].reshape((Og, CgK))
@@ -454,7 +455,8 @@ def _conv_forward_items(x, w, result, ip, lo, hi):
                 m = (oh1 - oh0) * OW
                 c = cols[: CgK * m]
                 _im2col(x, (n * C + g * Cg) * H * W, ip, oh0, oh1, c, True)
-                y = np.dot(wg, c.reshape((CgK, m)))
+                y = yb[: Og * m].reshape((Og, m))
+                gemm(y, wg, c.reshape((CgK, m)), False, False, 0.0)
                 for o in range(Og):
                     b = (n * O + g * Og + o) * L + oh0 * OW
                     result[b : b + m] = y[o]
@@ -521,9 +523,9 @@ def convolution_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 c2 = c.reshape((CgK, m))  # the same memory, as a matrix
                 if gi[1] >= 0:
                     _im2col(x, xo, ip, oh0, oh1, c, True)
-                    grad_wg += np.dot(gm2, c2.T)
+                    gemm(grad_wg, gm2, c2, False, True, 1.0)
                 if gi[0] >= 0:
-                    np.dot(wg.T, gm2, c2)  # the windows' gradient, into the same columns
+                    gemm(c2, wg, gm2, True, False, 0.0)  # the windows' gradient, in place
                     _im2col(view(G, gi[0], N * C * H * W), xo, ip, oh0, oh1, c, False)
         if gi[1] >= 0:
             grad_w = view(G, gi[1] + gr * Og * CgK, Og * CgK)
