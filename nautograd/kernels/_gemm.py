@@ -419,7 +419,7 @@ def _serve(w):
             t0 = _ticks()
             continue
         state = _load(ctl, b + _STATE)
-        if state == EXIT:
+        if state == EXIT or state == NONE:
             return EXIT
         if state == SPINNING and _ticks() - t0 > ctl[_TIMEOUT]:
             if _swap(ctl, b + _STATE, SPINNING, PARKED):
@@ -525,6 +525,13 @@ def _stop(w):
 
 
 @numba.njit(nogil=True, cache=True)
+def _unpark(w):
+    """Worker ``w`` back from parked to spinning; False if it was told to stop meanwhile (a
+    plain store would overwrite a ``_stop``'s EXIT and leave the thread spinning)."""
+    return _swap(_control(), _W0 + 2 * _LINE * w + _STATE, PARKED, SPINNING)
+
+
+@numba.njit(nogil=True, cache=True)
 def _read_ticks():
     return _ticks()
 
@@ -544,13 +551,11 @@ class _Workers:
         _CTL[_TIMEOUT] = max(int(rate * SPIN_S), 1)
 
     def main(self, w, event):
-        b = _W0 + 2 * _LINE * w + _STATE
         while _serve(w) != EXIT:
             event.wait()
             event.clear()
-            if _CTL[b] == EXIT or _CTL[b] == NONE:
+            if not _unpark(w):  # stopped while parked
                 return
-            _CTL[b] = SPINNING
 
     def resize(self, wanted):
         """Keep ``wanted`` workers: start missing ones, wake parked ones, stop the rest."""
