@@ -285,7 +285,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: ea99a7e2e273b611
+# sources hash: 9175721f2a298139
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul

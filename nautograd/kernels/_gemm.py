@@ -36,6 +36,7 @@ from numba.extending import intrinsic
 
 from .. import _threads
 from .._threads import get_num_threads, on_num_threads
+from ._jit import _ptr_like
 
 MR = 8  # rows of c a micro-kernel call computes
 NV = 2  # vector registers of c's row it computes (NR = NV * lanes columns)
@@ -226,27 +227,21 @@ def gemm_part(c, x, y, trans_x, trans_y, beta, p, parts):
                 if trans_y or w < nr:
                     _pack(panel, y, trans_y, k0, kc, j0, w, nr)
                     bsrc, b_off, bks = panel, 0, nr
+                # a whole block of c in place; one of the last columns through ``tile``
+                whole = w == nr
                 for it in range(ib, min(ib + MC_TILES, i_hi)):
                     i0 = it * MR
-                    h = MR
-                    asrc, a_off, a_rs, a_ks = xf, i0 * ars + k0 * aks, ars, aks
-                    # a whole block of c in place; an edge block (the last columns) through
-                    # ``tile``
-                    whole = w == nr
+                    a_off = i0 * ars + k0 * aks
                     csrc, c_off, c_rs, cb = cf, i0 * n + j0, n, b
                     if not whole:
                         csrc, c_off, c_rs, cb = tile, 0, nr, 0.0
                     if nv == 1:
-                        _ukernel1(
-                            asrc, a_off, a_rs, a_ks, bsrc, b_off, bks, csrc, c_off, c_rs, kc, cb
-                        )
+                        _ukernel1(xf, a_off, ars, aks, bsrc, b_off, bks, csrc, c_off, c_rs, kc, cb)
                     else:
-                        _ukernel(
-                            asrc, a_off, a_rs, a_ks, bsrc, b_off, bks, csrc, c_off, c_rs, kc, cb
-                        )
+                        _ukernel(xf, a_off, ars, aks, bsrc, b_off, bks, csrc, c_off, c_rs, kc, cb)
                     if whole:
                         continue
-                    for i in range(h):
+                    for i in range(MR):
                         crow = c[i0 + i, j0 : j0 + w]
                         trow = tile[i * nr : i * nr + w]
                         if b == 0.0:
@@ -374,22 +369,11 @@ def _pause(typingctx):
     return types.void(), codegen
 
 
-@intrinsic
-def _address_as(typingctx, addr, like):
-    """An integer address as a pointer to ``like``'s element type."""
-    sig = types.CPointer(like.dtype)(addr, like)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(signature.return_type))
-
-    return sig, codegen
-
-
 @numba.njit(**_OPTS)
 def _run_job(ctl, b, like):
-    c = numba.carray(_address_as(ctl[b + _C], like), (ctl[b + _M], ctl[b + _N]))
-    x = numba.carray(_address_as(ctl[b + _X], like), (ctl[b + _X0], ctl[b + _X1]))
-    y = numba.carray(_address_as(ctl[b + _Y], like), (ctl[b + _Y0], ctl[b + _Y1]))
+    c = numba.carray(_ptr_like(ctl[b + _C], like), (ctl[b + _M], ctl[b + _N]))
+    x = numba.carray(_ptr_like(ctl[b + _X], like), (ctl[b + _X0], ctl[b + _X1]))
+    y = numba.carray(_ptr_like(ctl[b + _Y], like), (ctl[b + _Y0], ctl[b + _Y1]))
     f = ctl[b + _FLAGS]
     beta = 1.0 if f & 4 else 0.0
     gemm_part(c, x, y, (f & 1) != 0, (f & 2) != 0, beta, ctl[b + _PART], ctl[b + _PARTS])

@@ -11,8 +11,6 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from . import _gemm
-
 # Kernels are only ever called from the compiled scheduler, never from Python: without the
 # CPython/cfunc wrappers they compile ~30% faster (reference/numba-measured.md, 1.2).
 # They are not cached themselves: the scheduler that calls them is, and its module carries
@@ -447,3 +445,7 @@ def gemm(c, x, y, trans_x, trans_y, beta):
     ty = _TRANS if trans_y else _NO_TRANS
     tx = _TRANS if trans_x else _NO_TRANS
     _cblas_gemm(ty, tx, n, m, k, 1.0, y, max(1, y.shape[1]), x, max(1, x.shape[1]), beta, c, n)
+
+
+# (imported last: _gemm takes _ptr_like from here; ``gemm`` above reads it only when compiled)
+from . import _gemm  # noqa: E402
