@@ -124,7 +124,6 @@ def warmup(quiet=False):
     import numpy as np
 
     from . import autograd
-    from .graph import _gc
     from .kernels import OPS
     from .kernels.registry import run_case
     from .tensor import Tensor, apply
@@ -150,7 +149,6 @@ def warmup(quiet=False):
             bar.update()
     finally:
         bar.close()
-    _gc.warm()
     return time.perf_counter() - t0
 
 

@@ -1086,11 +1086,6 @@ class _Lazy(Tensor):
     nelement = numel
 
 
-# deferred results out of the collector's young generations (graph/_gc.py); None where
-# that is not possible
-_GC_HOOK = _gc.install(
-    _Lazy, lambda: getattr(getattr(_tape_local, "tape", None), "batch", None) is not None
-)
 _gc.drop_finalizer(_Lazy)  # (its __del__ does nothing: not called at all)
 
 
@@ -1125,8 +1120,6 @@ def _force(t):
     t._b = t._src = t._imp = None
     t.__class__ = Tensor
     t._h = tape.new_handle(b.n0 + int(b.vnode[t._v]) - b.base)  # (compact moves n0)
-    if _GC_HOOK is not None:  # (an ordinary tensor now, tracked as any)
-        _gc.track(t)
     return a
 
 
@@ -1230,15 +1223,12 @@ def _lazy(op, args, kwargs):
 
 
 def _open_batch(tape):
-    """A new batch on ``tape``, run when it reaches BATCH_NODES nodes; the collection hook
-    (graph/_gc.py) watches for its results."""
+    """A new batch on ``tape``, run when it reaches BATCH_NODES nodes."""
     global _NEXT
     b = tape.new_batch()
     b.stop = b.n0 + BATCH_NODES
     if not _NEXT:  # (made whole, then bound: another thread sees [] or all of it)
         _NEXT = list(range(1, 1 << 17))
-    if _GC_HOOK is not None:
-        _GC_HOOK.activate()
     return b
 
 
