@@ -96,6 +96,7 @@ class Tensor:
     _grad = None
     _acc_tape = None
     _acc_h = -1
+    _acc_more = None  # {tape: handle}: the leaf's AccumulateGrad nodes on other threads' tapes
     _retains = False
     _hooks = None
     __array_priority__ = 1000
@@ -127,7 +128,7 @@ class Tensor:
                 tape.h2node[h] = -1
                 tape.free_h.append(h)
             if self._acc_tape is not None:
-                self._acc_tape.drop_acc_handle(self._acc_h)
+                _drop_accumulators(self)
         except Exception:  # interpreter shutdown
             pass
 
@@ -152,8 +153,7 @@ class Tensor:
         if value and self._data.dtype not in _GRAD_DTYPES:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
         if not value and self._acc_tape is not None:
-            self._acc_tape.drop_acc_handle(self._acc_h)
-            self._acc_tape, self._acc_h = None, -1
+            _drop_accumulators(self)
         self._rg = value
 
     def requires_grad_(self, requires_grad=True):
@@ -276,7 +276,13 @@ class Tensor:
 
     @data.setter
     def data(self, value):
-        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+        a = value._data if isinstance(value, Tensor) else np.asarray(value)
+        old = self._data
+        if self._acc_tape is not None and (a.size != old.size or a.dtype != old.dtype):
+            # the AccumulateGrad node was recorded for the old size and dtype: graphs
+            # recorded from now on get a new one (the old graphs' check theirs: engine.py)
+            _drop_accumulators(self)
+        self._data = a
         _expose(self)
         if isinstance(value, Tensor):
             _expose(value)
@@ -579,13 +585,21 @@ def _expose(t):
 _KIND = {"b": 0, "u": 1, "i": 1, "f": 2}
 
 
+def _category_result(dtypes):
+    """torch's promotion within one priority class (dimensioned or zero-dim tensors): only
+    the dtypes of the highest category (bool < integer < floating) count, so float32 with
+    int64 stays float32 where numpy's result_type gives float64."""
+    top = max([_KIND[d.kind] for d in dtypes])
+    return np.result_type(*[d for d in dtypes if _KIND[d.kind] == top])
+
+
 def _promote(arrays, numbers_):
     """Result dtype of an op over tensors/arrays ``arrays`` and Python ``numbers_``."""
     dim = [a.dtype for a in arrays if a.ndim]
     zero = [a.dtype for a in arrays if not a.ndim]
-    result = np.result_type(*dim) if dim else None
+    result = _category_result(dim) if dim else None
     if zero:
-        z = np.result_type(*zero)
+        z = _category_result(zero)
         if result is None or _KIND[z.kind] > _KIND[result.kind]:
             result = z
     if numbers_:
@@ -728,7 +742,27 @@ def apply(op, *args, **kwargs):
         if not op.int_ok and not op.int_result:
             dt = _DEFAULT_FLOAT
     elif dt is not float64 and dt is not float32 and dt not in _GRAD_DTYPES:
+        # float16 computes in float32 and its result is cast back (float16 cannot require
+        # grad, so nothing is recorded)
+        half = dt
         dt = float32 if dt.itemsize < 8 else float64
+        result = _promoted(op, args, arrays, dt, rg, kwargs)
+        if isinstance(result, tuple):
+            return tuple([_narrowed(r, half) for r in result])
+        return _narrowed(result, half)
+    return _promoted(op, args, arrays, dt, rg, kwargs)
+
+
+def _narrowed(t, dtype):
+    """A floating result ``t`` of an op computed wider than its inputs' ``dtype``, in it."""
+    if not isinstance(t, Tensor) or t._data.dtype.kind != "f" or t._data.dtype == dtype:
+        return t
+    return _wrap(t._data.astype(dtype))
+
+
+def _promoted(op, args, arrays, dt, rg, kwargs):
+    """``_run`` on operands converted to ``dt`` (a recorded cast for an operand that requires
+    grad, a plain conversion for the others)."""
     for k, a in enumerate(arrays):
         if a is None:
             arrays[k] = _scalar(args[k], dt)
@@ -759,6 +793,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
     """Forward ``op`` on prepared arrays; record a node when grad mode is on and rg."""
     result, saved, ip, fp = op.forward(*arrays, **kwargs)
     multi = isinstance(result, tuple)
+    if rg and op.int_ok and not multi and result.dtype.kind != "f":
+        rg = False  # an integer or bool result (a cast, a sum of bools) has no gradient
     if not (rg and _grad_state.enabled and op.differentiable):
         if multi:
             outs = tuple([_wrap(np.asarray(r)) for r in result])
@@ -818,9 +854,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
                 h2node.append(node)
             wrapped.append(t)
         _share_versions(wrapped, args, arrays)
-        keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
-        if keep is not None:
-            _note_versions(tape, node, args, keep, wrapped)
+        if saved:
+            _note_versions(tape, node, args, saved, wrapped)
         return tuple(wrapped)
     if type(result) is not np.ndarray:
         result = np.asarray(result)
@@ -845,9 +880,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
         tape.h2node.append(node)
     if result.base is not None or result is arrays[0]:
         _share_version(t, args)
-    keep = tape.obj[node]  # the arrays saved by address (None: arena copies only)
-    if keep is not None:
-        _note_versions(tape, node, args, keep, (t,))
+    if saved:
+        _note_versions(tape, node, args, saved, (t,))
     return t
 
 
@@ -951,12 +985,13 @@ def _edges(tape, args, name):
 
 
 def _note_versions(tape, node, args, keep, outs):
-    """Remember the version of each input and output tensor whose memory the node saved by
-    address (``keep``: those arrays, ``tape.obj[node]``).
+    """Remember the version of each input and output tensor whose memory the node saved
+    (``keep``: the saved arrays, by address or copied into the tape's value arena).
 
     backward() compares them (PyTorch's SavedVariable check) so that a saved tensor changed in
-    place under no_grad raises instead of silently entering the gradient. Values of at most
-    SMALL elements are copies of the forward-time value and need no check. ``outs``: the
+    place under no_grad raises torch's error. (A value of at most SMALL elements is a copy of
+    the forward-time value, but it is checked all the same: torch raises there, and so does
+    the deferred forward, which watches every saved input.) ``outs``: the
     node's new output tensors (tanh, exp, softmax, ... save their result). An entry is
     (version counter, version, array): the error message takes the shape and dtype from the
     array, which ``keep`` holds anyway (building them per op cost ~0.2 us).
@@ -996,14 +1031,52 @@ def _note_versions(tape, node, args, keep, outs):
 
 def _accumulator(tape, leaf):
     """The AccumulateGrad node of ``leaf`` on ``tape`` (created on first use)."""
+    node = _accumulator_on(tape, leaf)
+    if node < 0:
+        node = tape.record_accumulate(leaf, leaf._data.dtype == float32, leaf._data.size)
+        _keep_accumulator(tape, leaf, node)
+    return node
+
+
+# Ownership: a graph lives on the tape of the thread that recorded it. A leaf has one
+# AccumulateGrad node on each tape that used it (the first in _acc_tape/_acc_h, the others in
+# _acc_more), so threads sharing parameters never take each other's nodes away; the nodes of
+# all tapes add into the one .grad under engine._ACCUMULATE_LOCK.
+
+
+def _accumulator_on(tape, leaf):
+    """The node of ``leaf``'s AccumulateGrad on ``tape``, or -1."""
     if leaf._acc_tape is tape:
         return tape.h2node[leaf._acc_h]
-    if leaf._acc_tape is not None:
-        leaf._acc_tape.drop_acc_handle(leaf._acc_h)
-    node = tape.record_accumulate(leaf, leaf._data.dtype == float32, leaf._data.size)
-    leaf._acc_tape = tape
-    leaf._acc_h = tape.new_acc_handle(node)
-    return node
+    more = leaf._acc_more
+    if more is not None:
+        h = more.get(tape)
+        if h is not None:
+            return tape.h2node[h]
+    return -1
+
+
+def _keep_accumulator(tape, leaf, node):
+    """Record ``node`` on ``tape`` as ``leaf``'s AccumulateGrad there (a handle keeps it)."""
+    h = tape.new_acc_handle(node)
+    if leaf._acc_tape is None:
+        leaf._acc_tape = tape
+        leaf._acc_h = h
+    else:
+        if leaf._acc_more is None:
+            leaf._acc_more = {}
+        leaf._acc_more[tape] = h
+
+
+def _drop_accumulators(leaf):
+    """Forget ``leaf``'s AccumulateGrad nodes on every tape (their graphs keep the nodes)."""
+    leaf._acc_tape.drop_acc_handle(leaf._acc_h)
+    leaf._acc_tape, leaf._acc_h = None, -1
+    more = leaf._acc_more
+    if more is not None:
+        leaf._acc_more = None
+        for tape, h in more.items():
+            tape.drop_acc_handle(h)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1651,16 +1724,15 @@ def _import_new(tape, b, x, saved):
         nr = 0
         if x._acc_tape is tape:
             node = tape.h2node[x._acc_h]
-        else:  # the leaf's AccumulateGrad node, new: a row of the batch (as _accumulator)
-            if x._acc_tape is not None:
-                x._acc_tape.drop_acc_handle(x._acc_h)
-            node = tape.n
-            tape.n = node + 1
-            b.rows += (-2, m)
-            b.meta.append(None)
-            b.objs.append((node, weakref.ref(x)))
-            x._acc_tape = tape
-            x._acc_h = tape.new_acc_handle(node)
+        else:
+            node = _accumulator_on(tape, x)
+            if node < 0:  # the leaf's AccumulateGrad node, new: a row of the batch
+                node = tape.n
+                tape.n = node + 1
+                b.rows += (-2, m)
+                b.meta.append(None)
+                b.objs.append((node, weakref.ref(x)))
+                _keep_accumulator(tape, x, node)
     vc = x._vc
     v = b.nv
     b.nv = v + 1
@@ -1718,11 +1790,11 @@ def _reuse(tape, b, x, saved, seen):
                 return -1
             node = tape.h2node[h]
             nr = x._out
-        elif x._acc_tape is tape:
-            node = tape.h2node[x._acc_h]
-            nr = 0
         else:
-            return -1
+            node = _accumulator_on(tape, x)
+            nr = 0
+            if node < 0:
+                return -1
     if seen[3] != node or seen[4] != nr:
         return -1
     if saved and not seen[6]:

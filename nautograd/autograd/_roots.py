@@ -4,7 +4,7 @@ gradients made (PyTorch's _make_grads), and the tape edges of the roots and targ
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import Tensor, _accumulator, _wrap
+from ..tensor import Tensor, _accumulator, _accumulator_on, _wrap
 
 
 def _size(shape):
@@ -64,9 +64,7 @@ def edge(tape, t):
         if t._tape is not tape:
             raise RuntimeError("backward(): the tensors were recorded on different threads' tapes")
         return tape.h2node[t._h], t._out
-    if t._acc_tape is tape:
-        return tape.h2node[t._acc_h], 0
-    return -1, 0
+    return _accumulator_on(tape, t), 0
 
 
 def prepare(roots, grads, targets, as_tensors=False):

@@ -3,6 +3,8 @@
 PyTorch's run_backward / Engine::execute (reference/pytorch_autograd.md, 3.2-3.9).
 """
 
+import threading
+
 import numpy as np
 
 from .. import _threads
@@ -50,7 +52,8 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
     ``before_hooks``: a dict that receives, for every grad() target whose node runs and has
     tensor hooks, a copy of its gradient before those hooks (what torch captures then).
 
-    Returns (tape, state, buf_off, G64, G32, target edges, (tails, leaves, own), owned): the
+    Returns (tape, state, buf_off, G64, G32, target edges, (tails, leaves, own, undefined),
+    owned): the
     gradient arenas stay valid until the caller gives them back with
     ``tape.release_grad_arenas(owned)``. With ``own_leaves``, big leaves without a ``.grad``
     get buffers of their own: ``own`` maps their node to that array.
@@ -100,8 +103,9 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             G32.fill(0)
             fresh = np.zeros(len(buf_off), np.int8)
             # a custom Function's output no consumer wrote is an undefined gradient (None
-            # without materialize_grads): keep its "not written" mark though it reads as 0
-            for node in tape.functions:
+            # without materialize_grads), and so is a hooked tensor's (its hooks get None):
+            # keep their "not written" mark though they read as 0
+            for node in (*tape.functions, *tape.hooks):
                 if node < n and state[node] == 1:
                     fresh[out_ptr[node] : out_ptr[node + 1]] = 1
         else:
@@ -147,6 +151,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             else max([e[0] for e in root_edges], default=-1)
         )
         skip_py = False
+        skipped = {}  # (node, output) -> custom Function nodes that returned None for it
         hooks = tape.hooks
         columns = (
             tape.op,
@@ -219,7 +224,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
                 start, skip_py = node, True  # (run zeroes the outputs no one wrote)
                 last, current = (node if anomaly else -1), -1
                 continue
-            _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own)
+            _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own, skipped)
             if anomaly:
                 _check_nan(tape, node, state, buf_off, G64, G32, own)
             current = -1
@@ -257,7 +262,8 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
         tape.running -= 1
         if marked is not None:
             tape.flags[marked] &= ~PY
-    return tape, state, buf_off, G64, G32, target_edges, (tails, leaves, own), owned
+    undefined = _undefined(tape, state, skipped) if skipped else ()
+    return tape, state, buf_off, G64, G32, target_edges, (tails, leaves, own, undefined), owned
 
 
 def _root_alias(tape, root_edges, root_grads, target_edges):
@@ -294,6 +300,8 @@ def _own_buffers(tape, leaves, slot, fresh):
         leaf = tape.obj[node]()
         if leaf is None or not leaf._rg or leaf._grad is not None or leaf._hooks or not fresh[o]:
             continue  # not fresh: a root's gradient is already in the arena
+        if not _leaf_matches(tape, node, leaf):
+            continue  # its .data was replaced: the kernels write the recorded size and dtype
         a = np.empty(leaf._data.shape, leaf._data.dtype)
         slot[o] = address_of(a) // a.itemsize
         own[node] = a
@@ -356,9 +364,12 @@ def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
     """The gradient buffer of (node, output k) as an array of ``shape``, or None."""
     if node < 0 or node >= len(state) or not state[node]:
         return None
-    off = buf_off[tape.out_ptr[node] + k]
+    o = tape.out_ptr[node] + k
+    n = int(np.prod(shape, dtype=np.int64))
+    if n != tape.out_numel[o]:  # a leaf whose .data was replaced by another size
+        raise _size_changed(int(tape.out_numel[o]), shape)
     G = G32 if tape.flags[node] & F32 else G64
-    return G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+    return G[buf_off[o] : buf_off[o] + n].reshape(shape)
 
 
 def _captured(tape, state, buf_off, G64, G32, t, node, k, before_hooks):
@@ -379,7 +390,7 @@ def _captured(tape, state, buf_off, G64, G32, t, node, k, before_hooks):
     return _wrap(g.copy())
 
 
-def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own):
+def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own, skipped):
     """A custom Function's node: its backward on the gradients of its outputs (None where no
     consumer wrote one), the results added into the buffers of its inputs' nodes.
 
@@ -406,7 +417,10 @@ def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own):
     edge_node, edge_input_nr = tape.edge_node, tape.edge_input_nr
     for j, g in enumerate(results):
         c = edge_node.item(e0 + j)
-        if g is None or c < 0 or not state.item(c):
+        if c < 0 or not state.item(c):
+            continue
+        if g is None:  # an undefined gradient (see _undefined)
+            skipped.setdefault((c, edge_input_nr.item(e0 + j)), set()).add(e0 + j)
             continue
         o, b = _input_buffer(tape, c, edge_input_nr.item(e0 + j), buf_off, G64, G32, own)
         if fresh.item(o):
@@ -421,20 +435,40 @@ def _run_tensor_hooks(tape, per_output, node, buf_off, fresh, G64, G32):
     consumer wrote is zeroed first: ``run`` hands PY nodes over before zeroing them)."""
     if not per_output:
         return
-    from .hooks import run_hooks
+    from .hooks import run_hooks, run_tensor_hooks
 
     for k, (shape, fns) in list(per_output.items()):
         o = tape.out_ptr[node] + k
         off = buf_off[o]
         G = G32 if tape.flags[node] & F32 else G64
         buf = G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
-        if fresh[o]:
-            buf[...] = 0
+        if fresh[o]:  # no consumer wrote it: an undefined gradient, None to the hooks (torch)
+            value = run_tensor_hooks(fns, None)
+            buf[...] = 0 if value is None else value._data
             fresh[o] = 0
-        buf[...] = run_hooks(fns, buf)
+        else:
+            buf[...] = run_hooks(fns, buf)
 
 
-def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own):
+def _undefined(tape, state, skipped):
+    """The (node, output) buffers that only custom Functions returning None fed: their
+    gradient is undefined, as in torch (a leaf's ``.grad`` stays None, grad() gives None).
+    ``skipped``: each such buffer's edges that carried None."""
+    n = len(state)
+    ptr = tape.edge_ptr[: n + 1]
+    undefined = set()
+    for (c, nr), edges in skipped.items():
+        into = np.flatnonzero(
+            (tape.edge_node[: ptr[-1]] == c) & (tape.edge_input_nr[: ptr[-1]] == nr)
+        )
+        nodes = np.searchsorted(ptr, into, side="right") - 1  # each edge's node
+        fed = [e for e, i in zip(into.tolist(), nodes.tolist(), strict=True) if state[i] == 1]
+        if all(e in edges for e in fed):
+            undefined.add((c, nr))
+    return undefined
+
+
+def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own, undefined=()):
     """AccumulateGrad for every leaf the backward reached (PyTorch's accumulateGrad).
 
     A leaf's first gradient is its own buffer (big leaves, ``own``) or a view of one copy of
@@ -447,36 +481,79 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own):
     is32 = (tape.flags[leaves] & F32).tolist()
     copies = [None, None]
     obj = tape.obj
-    for node, off, f32 in zip(leaves.tolist(), offs, is32, strict=True):
-        leaf = obj[node]()
-        if leaf is None or not leaf._rg:
-            continue
-        if own and node in own:
-            leaf._grad = _wrap(own[node])
-            continue
-        a = leaf._data
-        G = G32 if f32 else G64
-        if leaf._grad is None and not leaf._hooks and off >= tails[f32]:
-            tail = copies[f32]
-            if tail is None:
-                tail = copies[f32] = G[tails[f32] :].copy()
-            off -= tails[f32]
-            leaf._grad = _wrap(tail[off : off + a.size].reshape(a.shape))
-            continue
-        _accumulate(leaf, G[off : off + a.size].reshape(a.shape))
+    with _ACCUMULATE_LOCK:  # threads may backpropagate into the same leaves at once
+        for node, off, f32 in zip(leaves.tolist(), offs, is32, strict=True):
+            leaf = obj[node]()
+            if leaf is None or not leaf._rg or (undefined and (node, 0) in undefined):
+                continue
+            if own and node in own:
+                if leaf._grad is None:
+                    leaf._grad = _wrap(own[node])
+                else:  # another thread's backward gave the leaf its first gradient meanwhile
+                    _accumulate(leaf, own[node])
+                continue
+            a = leaf._data
+            if not _leaf_matches(tape, node, leaf):
+                _check_leaf_size(tape, node, leaf)
+                n = tape.out_numel.item(tape.out_ptr.item(node))
+                G = G32 if f32 else G64
+                _accumulate(leaf, G[off : off + n].reshape(a.shape))
+                continue
+            G = G32 if f32 else G64
+            if leaf._grad is None and not leaf._hooks and off >= tails[f32]:
+                tail = copies[f32]
+                if tail is None:
+                    tail = copies[f32] = G[tails[f32] :].copy()
+                off -= tails[f32]
+                leaf._grad = _wrap(tail[off : off + a.size].reshape(a.shape))
+                continue
+            _accumulate(leaf, G[off : off + a.size].reshape(a.shape))
+
+
+# AccumulateGrad's read-modify-write of .grad, under one lock for all threads (torch locks
+# each leaf's accumulation): two backwards into one leaf lost updates without it
+_ACCUMULATE_LOCK = threading.RLock()  # (re-entrant: a leaf hook may run a backward)
+
+
+def _leaf_matches(tape, node, leaf):
+    """Whether ``leaf`` still has the size and dtype its AccumulateGrad ``node`` recorded
+    (``leaf.data = ...`` may have replaced its value since)."""
+    a = leaf._data
+    return a.size == tape.out_numel.item(tape.out_ptr.item(node)) and (a.dtype == np.float32) == (
+        bool(tape.flags.item(node) & F32)
+    )
+
+
+def _check_leaf_size(tape, node, leaf):
+    """torch's shape check of a leaf's gradient: a leaf whose ``.data`` was replaced by one of
+    another size cannot take the gradient recorded for the old size."""
+    n = tape.out_numel.item(tape.out_ptr.item(node))
+    if leaf._data.size != n:
+        raise _size_changed(n, leaf._data.shape)
+
+
+def _size_changed(n, shape):
+    return RuntimeError(
+        f"Function AccumulateGrad: the gradient has {n} elements but the tensor has shape "
+        f"{list(shape)} ({int(np.prod(shape, dtype=np.int64))} elements): its .data was "
+        "replaced by a tensor of another size after the graph was recorded"
+    )
 
 
 def _accumulate(t, g):
-    """AccumulateGrad: store the first gradient as a copy, add later ones in place."""
+    """AccumulateGrad: store the first gradient as a copy, add later ones in place. (A leaf
+    whose ``.data`` changed dtype after recording gets the gradient in the recorded dtype,
+    as torch's.)"""
     if t._hooks:
         from .hooks import run_hooks
 
         g = run_hooks(t._hooks, g)
-    if t._grad is None:
-        t._grad = _wrap(np.array(g, dtype=t._data.dtype, copy=True))
-    else:
-        t._grad._data += g
-        t._grad._bump()
+    with _ACCUMULATE_LOCK:
+        if t._grad is None:
+            t._grad = _wrap(np.array(g, dtype=g.dtype if g.dtype.kind == "f" else t._data.dtype))
+        else:
+            t._grad._data += g
+            t._grad._bump()
 
 
 def backward(
@@ -520,6 +597,8 @@ def backward(
             _accumulate_leaves(tape, buf_off, G64, G32, *tails)
         else:
             for t, (node, k) in zip(targets, target_edges, strict=True):
+                if (node, k) in tails[3]:
+                    continue  # an undefined gradient (see _undefined)
                 g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
                 if g is None:
                     continue
@@ -611,12 +690,16 @@ def grad(
         _unused_inputs(targets, result, allow_unused, materialize_grads, True)
         return dict(zip(keys, result, strict=True)) if as_dict else tuple(result)
     before_hooks = {}
-    tape, state, buf_off, G64, G32, target_edges, _, owned = _execute(
+    tape, state, buf_off, G64, G32, target_edges, tails, owned = _execute(
         roots, grads, retain_graph, targets, before_hooks=before_hooks
     )
+    undefined = tails[3]
     try:
         result = []
         for t, (node, k) in zip(targets, target_edges, strict=True):
+            if undefined and (node, k) in undefined:
+                result.append(None)
+                continue
             result.append(_captured(tape, state, buf_off, G64, G32, t, node, k, before_hooks))
         _unused_inputs(targets, result, allow_unused, materialize_grads, False)
         if tape.retained:

@@ -53,7 +53,8 @@ def run_hooks(fns, grad):
 
 def run_tensor_hooks(fns, value):
     """Apply hooks in registration order to the tensor ``value``; a returned tensor replaces
-    it (under create_graph the hooks' ops are recorded)."""
+    it (under create_graph the hooks' ops are recorded). ``value`` None: an undefined
+    gradient, handed to the hooks as None (torch)."""
     from ..tensor import Tensor, _wrap
 
     for fn in list(fns):
@@ -61,8 +62,8 @@ def run_tensor_hooks(fns, value):
         if result is None:
             continue
         if not isinstance(result, Tensor):
-            result = _wrap(np.asarray(result, dtype=value._data.dtype))
-        if result.shape != value.shape:
+            result = _wrap(np.asarray(result, None if value is None else value._data.dtype))
+        if value is not None and result.shape != value.shape:
             name = getattr(fn, "__name__", repr(fn))
             raise RuntimeError(f"hook '{name}' has changed the size of value")
         value = result
