@@ -17,6 +17,7 @@ def _pow(x, exponent):
 TORCH = {
     "pow_scalar": lambda x, exponent: torch.pow(x, exponent),
     "rpow": lambda y, base: torch.pow(base, y),
+    "_binary_cross_entropy": lambda x, t: F.binary_cross_entropy(x, t, reduction="none"),
     "view": lambda x, shape: x.view(shape),
     "reshape": lambda x, shape: torch.reshape(x, shape),
     "where": lambda x, y, condition: torch.where(condition, x, y),

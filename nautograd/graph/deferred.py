@@ -227,7 +227,7 @@ def _inlined(forward):
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 9175721f2a298139
+# sources hash: 16e0a339726e4e9c
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _f0 = _inlined(_OPS[0].lazy[1])  # mul
@@ -253,7 +253,7 @@ _KIND = np.array(
         9, 9, 9, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
         -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
         -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1,
+        -1, -1, -1, -1, -1, -1, -1,
     ],
     np.int64,
 )

@@ -285,7 +285,7 @@ def run(
 
 
 # BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 9175721f2a298139
+# sources hash: 16e0a339726e4e9c
 from ..kernels.registry import OPS as _OPS  # noqa: E402
 
 _k1 = _OPS[0].backward  # mul
@@ -406,20 +406,21 @@ _k127 = _OPS[126].backward  # floor
 _k128 = _OPS[127].backward  # ceil
 _k129 = _OPS[128].backward  # trunc
 _k130 = _OPS[129].backward  # round
-_k131 = _OPS[130].backward  # atan2
-_k132 = _OPS[131].backward  # logaddexp
-_k133 = _OPS[132].backward  # hypot
-_k134 = _OPS[133].backward  # fmod
-_k135 = _OPS[134].backward  # remainder
-_k136 = _OPS[135].backward  # lerp
-_k137 = _OPS[136].backward  # addcmul
-_k138 = _OPS[137].backward  # addcdiv
+_k131 = _OPS[130].backward  # _binary_cross_entropy
+_k132 = _OPS[131].backward  # atan2
+_k133 = _OPS[132].backward  # logaddexp
+_k134 = _OPS[133].backward  # hypot
+_k135 = _OPS[134].backward  # fmod
+_k136 = _OPS[135].backward  # remainder
+_k137 = _OPS[136].backward  # lerp
+_k138 = _OPS[137].backward  # addcmul
+_k139 = _OPS[138].backward  # addcdiv
 
 _ASSIGNS = np.array(
     list(
         "0111111000000000000000000000000000000011000000001110000000000000"
         "0000001111110000001100111111111111111111111111111111111111111111"
-        "1111111100000000000000"
+        "11111111100000000000000"
     ),
     np.int8,
 )
@@ -428,7 +429,7 @@ _PARALLEL = np.array(
     list(
         "0111111000000000000000000000000000000011111111101110011000000000"
         "0000000000000000001100111111111111111111111111111111111111111111"
-        "1111111100000000000000"
+        "11111111100000000000000"
     ),
     np.int8,
 )
@@ -1066,6 +1067,11 @@ def _dispatch(op, f32, G64, G32, go, gi, V64, V32, so, sa, ip, fp):
             _k138(G32, G64, go, gi, V32, so, sa, ip, fp)
         else:
             _k138(G64, G32, go, gi, V64, so, sa, ip, fp)
+    elif op == 139:
+        if f32:
+            _k139(G32, G64, go, gi, V32, so, sa, ip, fp)
+        else:
+            _k139(G64, G32, go, gi, V64, so, sa, ip, fp)
 
 
 # END GENERATED DISPATCH

@@ -133,6 +133,8 @@ def wrap_dims(op, dim, ndim):
     if isinstance(dim, int):
         dim = (dim,)
     out = sorted({wrap_dim(op, d, ndim) for d in dim})
+    if ndim == 0:  # a 0-d tensor's dim 0 (or -1) is the tensor itself: nothing to reduce
+        return ()
     if len(out) != len(tuple(dim)):
         raise RuntimeError(f"{op}(): dim appears multiple times in the list of dims")
     return tuple(out)

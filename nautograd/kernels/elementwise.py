@@ -395,9 +395,12 @@ def _binary_op(name, f, partial, save=True, cases=None, rows=None, **kw):
 
 
 def _tie_split(ctx, x, y):
-    """maximum's partials (torch splits the gradient evenly at ties): constants."""
-    dx = (x._data > y._data) + 0.5 * (x._data == y._data)
-    return ctx.constant(dx), ctx.constant(1.0 - dx)
+    """maximum's partials (torch splits the gradient evenly at ties, and gives both the whole
+    gradient where either is NaN): constants."""
+    a, b = x._data, y._data
+    tie = 0.5 * (a == b)
+    unordered = np.isnan(a) | np.isnan(b)
+    return ctx.constant((a > b) + tie + unordered), ctx.constant((a < b) + tie + unordered)
 
 
 @numba.njit
@@ -412,12 +415,14 @@ def _p_div(x, y):
 
 @numba.njit
 def _p_maximum(x, y):
-    # torch splits the gradient evenly at ties
+    # torch splits the gradient evenly at ties; where either is NaN both get all of it
     if x > y:
         return 1.0, 0.0
     if x < y:
         return 0.0, 1.0
-    return 0.5, 0.5
+    if x == y:
+        return 0.5, 0.5
+    return 1.0, 1.0
 
 
 @numba.njit
@@ -426,7 +431,9 @@ def _p_minimum(x, y):
         return 1.0, 0.0
     if x > y:
         return 0.0, 1.0
-    return 0.5, 0.5
+    if x == y:
+        return 0.5, 0.5
+    return 1.0, 1.0
 
 
 mul = _binary_op(

@@ -5,6 +5,7 @@ of the ops they call, the same formulas torch differentiates. Constants computed
 (class weights, masks, batch counts) are numpy arrays; they carry no gradient.
 """
 
+import math
 import numbers
 
 import numpy as np
@@ -14,7 +15,15 @@ from .elementwise import add, div, mul, sub, where
 from .index import gather, index_select, pad, windows
 from .linalg import matmul
 from .nn import convolution, log_softmax
-from .pointwise import abs_, clamp, exp, log, log1p, neg, relu, sqrt
+from .pointwise import (
+    abs_,
+    binary_cross_entropy_elements,
+    exp,
+    log,
+    neg,
+    softplus,
+    sqrt,
+)
 from .reduce import max_, mean, sum_, var
 from .registry import Case, defcomposite, defop
 from .shape import permute, reshape, t
@@ -245,25 +254,17 @@ def _binary_cross_entropy(apply, input, target, weight=None, reduction="mean"):
         raise RuntimeError(
             "binary_cross_entropy(): all elements of input should be between 0 and 1"
         )
-    # torch clamps the logs at -100 so that x = 0 or 1 gives a finite loss
-    log_x = apply(clamp, apply(log, input), min=-100.0)
-    log_1mx = apply(clamp, apply(log, apply(sub, 1.0, input)), min=-100.0)
-    loss = apply(
-        neg,
-        apply(add, apply(mul, target, log_x), apply(mul, apply(sub, 1.0, target), log_1mx)),
-    )
+    loss = apply(binary_cross_entropy_elements, input, target)
     if weight is not None:
         loss = apply(mul, loss, weight)
     return _reduce(apply, loss, reduction)
 
 
 def _bce_with_logits(apply, input, target, weight=None, reduction="mean", pos_weight=None):
-    # (1 - t) x + (1 + (pw - 1) t) softplus(-x), softplus(-x) = log1p(exp(-|x|)) + relu(-x)
-    sp = apply(
-        add,
-        apply(log1p, apply(exp, apply(neg, apply(abs_, input)))),
-        apply(relu, apply(neg, input)),
-    )
+    # (1 - t) x + (1 + (pw - 1) t) softplus(-x): softplus without its threshold is computed
+    # as max(z, 0) + log1p(exp(-|z|)) with the derivative sigmoid(z) at every point (the
+    # composition with abs and relu had the gradient 0 at their kinks, where x = 0)
+    sp = apply(softplus, apply(neg, input), threshold=math.inf)
     lw = (
         1.0
         if pos_weight is None
@@ -414,8 +415,8 @@ def _batch_norm(
     shape = (1, C) + (1,) * (input.ndim - 2)
     dims = (0,) + tuple(range(2, input.ndim))
     if training:
-        count = input.numel() // C
-        if count <= 1:
+        count = input.numel() // max(C, 1)
+        if C and count <= 1:  # (no channels: an empty result, as torch)
             raise ValueError(
                 "Expected more than 1 value per channel when training, got input size "
                 f"{list(input.shape)}"

@@ -116,10 +116,14 @@ def take_forward(x, index, fill=None):
 
     ``fill``: the value of the map's -1 entries, for the ops that have them (masked_fill, pad,
     tril, ...); the others skip the pass that looks for them."""
-    index = np.ascontiguousarray(index, dtype=np.int64)
+    # (np.ascontiguousarray makes a 0-d map 1-d: max(dim=0) of a 1-d tensor is 0-d, as torch)
+    index = np.ascontiguousarray(index, dtype=np.int64).reshape(np.shape(index))
     flat = x.reshape(-1)
     if fill is not None and index.size and index.min() < 0:
-        result = np.where(index >= 0, flat[np.maximum(index, 0)], x.dtype.type(fill))
+        # (np.asarray(...).astype: an integer fill wraps into a narrower dtype, as torch's;
+        # x.dtype.type(-2) raises for uint8)
+        value = np.asarray(fill).astype(x.dtype)
+        result = np.where(index >= 0, flat[np.maximum(index, 0)], value)
     else:
         result = flat[index]
     return result, (index,), (x.size, index.size)
@@ -850,6 +854,8 @@ def _chunk(apply, input, chunks, dim=0):
         raise RuntimeError(f"chunk(): chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = wrap_dim("chunk", dim, max(input.ndim, 1))
     size = input.shape[d]
+    if size == 0:  # torch: `chunks` empty pieces
+        return _split(apply, input, [0] * chunks, d)
     return _split(apply, input, max(-(-size // chunks), 1), d)
 
 

@@ -91,7 +91,13 @@ def _matmul_forward(x, y, op="matmul"):
             result = result.reshape((m,) * (x.ndim == 2) + (n,) * (y.ndim == 2))
         elif _gemm.ENABLED and x.ndim == 2 and y.ndim == 2 and _own_pair(x, y, m, n):
             result = _gemm.matmul(x, y)
-        elif _BLAS_FLOPS and m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2:
+        elif (
+            _BLAS_FLOPS
+            and m * k * n >= _BLAS_FLOPS
+            and x.ndim == 2
+            and y.ndim == 2
+            and x.dtype.kind == "f"
+        ):
             result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
         else:
             result = np.matmul(x, y)
@@ -266,6 +272,7 @@ matmul = defop(
     _matmul_forward,
     matmul_backward,
     nin=2,
+    int_ok=True,  # integer products stay integer (torch)
     node_name="MmBackward0",
     methods=("matmul",),
     dunders=("__matmul__", "__rmatmul__"),
@@ -323,6 +330,7 @@ mm = defop(
     _mm_forward,
     matmul_backward,
     nin=2,
+    int_ok=True,  # integer products stay integer (torch)
     methods=("mm",),
     cases=_CASES[:1],
     lazy=(_matmul_spec("mm", (2, 2)), matmul_lazy),
@@ -332,6 +340,7 @@ bmm = defop(
     _bmm_forward,
     matmul_backward,
     nin=2,
+    int_ok=True,  # integer products stay integer (torch)
     methods=("bmm",),
     cases=[Case(((2, 3, 4), (2, 4, 5)))],
 )
@@ -340,6 +349,7 @@ mv = defop(
     _mv_forward,
     matmul_backward,
     nin=2,
+    int_ok=True,  # integer products stay integer (torch)
     methods=("mv",),
     cases=_CASES[2:3],
     lazy=(_matmul_spec("mv", (2, 1)), matmul_lazy),
@@ -349,6 +359,7 @@ dot = defop(
     _dot_forward,
     matmul_backward,
     nin=2,
+    int_ok=True,  # integer products stay integer (torch)
     methods=("dot",),
     cases=_CASES[3:4],
     lazy=(_matmul_spec("dot", (1, 1)), matmul_lazy),
@@ -367,6 +378,7 @@ outer = defop(
     matmul_backward,
     formula=_outer_formula,
     nin=2,
+    int_ok=True,  # integer products stay integer (torch)
     methods=("outer", "ger"),
     functions=("outer", "ger"),
     cases=[Case(((3,), (4,)))],
@@ -418,6 +430,19 @@ def square_backward(G, G2, go, gi, V, so, sa, ip, fp):
         g = view(G, go[0], B)
         for b in range(B):
             ab = np.ascontiguousarray(a[b * nn : (b + 1) * nn].reshape((n, n)))
+            if code == DET and r[b] == 0.0:
+                # A singular: d det(A) = adj(A)^T = det(U) det(V) U diag(prod_{j != i} s_j) V^T
+                # from A = U S V^T (torch's gradient there; A^-1 does not exist)
+                u, sv, vt = np.linalg.svd(ab)
+                others = np.ones_like(sv)
+                for i in range(n):
+                    for j in range(n):
+                        if j != i:
+                            others[i] *= sv[j]
+                sign = np.linalg.det(u) * np.linalg.det(vt)
+                adj_t = np.dot(u * others, vt)
+                grad_a[b * nn : (b + 1) * nn] += (g[b] * sign) * adj_t.reshape(nn)
+                continue
             scale = g[b] * (r[b] if code == DET else 1.0)
             grad_a[b * nn : (b + 1) * nn] += scale * np.linalg.inv(ab).T.copy().reshape(nn)
     else:
@@ -749,7 +774,7 @@ def _einsum(apply, equation, *operands):
         M = int(np.prod(xs[nb : nb + len(x_only)]))
         K = int(np.prod(xs[nb + len(x_only) :]))
         x = apply(_reshape, x, shape=(Bsz, M, K))
-        y = apply(_reshape, y, shape=(Bsz, K, -1))
+        y = apply(_reshape, y, shape=(Bsz, K, int(np.prod(ys[nb + len(contract) :]))))
         r = apply(matmul, x, y)
         t = "".join(batch + x_only + y_only)
         x = apply(_reshape, r, shape=xs[: nb + len(x_only)] + ys[nb + len(contract) :])

@@ -43,10 +43,10 @@ def _softmax_rows(xf, out, lo, hi, size, inner, log):
             xr = xf[b : b + size]
             orow = out[b : b + size]
             m = _row_max(xr, 0, size, 1)
-            if not np.isfinite(m):
+            if m == -np.inf:  # (a row of -inf; +inf and NaN give NaN rows, as torch)
                 m = 0.0
             if log:  # the exps are only summed: no store, one pass less over memory
-                ls = math.log(_exp_sum(xr, xr, m, False))
+                ls = math.log(_exp_sum(xr, orow, m, False))  # (orow: xr may be read-only)
                 for i in range(size):
                     orow[i] = xr[i] - m - ls
             else:
@@ -57,7 +57,7 @@ def _softmax_rows(xf, out, lo, hi, size, inner, log):
         for c in range(inner):
             base = o * size * inner + c
             m = _row_max(xf, base, size, inner)
-            if not np.isfinite(m):
+            if m == -np.inf:  # (a row of -inf; +inf and NaN give NaN rows, as torch)
                 m = 0.0
             for j in range(size):
                 out[base + j * inner] = vexp(np.float64(xf[base + j * inner]) - m)
@@ -90,7 +90,7 @@ def _short_rows(xf, out, lo, hi, size, log):
         for r in range(rows):
             xr = xf[(b0 + r) * size : (b0 + r + 1) * size]
             m = _row_max(xr, 0, size, 1)
-            if not np.isfinite(m):
+            if m == -np.inf:  # (a row of -inf; +inf and NaN give NaN rows, as torch)
                 m = 0.0
             ms[r] = m
             er = e[r * size : (r + 1) * size]
@@ -469,8 +469,9 @@ def _convolution_forward(x, weight, stride, padding, dilation, groups):
     OH = (H + 2 * ph - dh * (KH - 1) - 1) // sh + 1
     OW = (W + 2 * pw - dw * (KW - 1) - 1) // sw + 1
     ip = (N, C, H, W, O, groups, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw)
-    x = np.ascontiguousarray(x)
-    weight = np.ascontiguousarray(weight)
+    # (a read-only array, np.load's mmap say, is copied: the compiled loops take writable ones)
+    x = np.ascontiguousarray(x) if x.flags.writeable else x.copy()
+    weight = np.ascontiguousarray(weight) if weight.flags.writeable else weight.copy()
     result = np.empty(N * O * OH * OW, x.dtype)
     ipa = np.array(ip, np.int64)
     xf, wf = x.reshape(-1), weight.reshape(-1)

@@ -17,7 +17,7 @@ from .._threads import elementwise
 from . import _vmath
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
 from ._shapes import binary_params, nary_params
-from .elementwise import _BINARY_CASES, _binary_op, broadcast_formula
+from .elementwise import _BINARY_CASES, _binary_op, add, broadcast_formula, to_copy
 from .registry import Case, attributes_of, defop, formula_of
 
 # derivative formula codes (compile-time constants inside _d)
@@ -86,8 +86,9 @@ def _d(code, x, result, p0, p1):
     elif code == EXP:
         return result
     elif code == RELU:
-        # torch: threshold_backward(grad, result, 0): the gradient passes where result > 0
-        return 1.0 if result > 0 else 0.0
+        # torch: threshold_backward(grad, result, 0): no gradient where result <= 0 (a NaN
+        # result passes it)
+        return 0.0 if result <= 0 else 1.0
     elif code == SIGMOID:
         return result * (1.0 - result)
     elif code == NEG:
@@ -112,7 +113,10 @@ def _d(code, x, result, p0, p1):
             return 0.0
         return p0 * x ** (p0 - 1.0)
     elif code == RPOW:
-        # d/dy a**y = a**y log(a); p0 = a
+        # d/dy a**y = a**y log(a); p0 = a. torch: 0 where a == 0 and y >= 0 (where the
+        # result is 0 or 1; 0 * log 0 would be NaN)
+        if p0 == 0.0 and (result == 0.0 or result == 1.0):
+            return 0.0
         return result * math.log(p0)
     elif code == CLAMP:
         # torch: the gradient passes where min <= x <= max (both ends inclusive)
@@ -165,7 +169,7 @@ def _d(code, x, result, p0, p1):
         return s * (1.0 + x * (1.0 - s))
     elif code == ELU:
         # p0 = alpha: alpha (exp(x) - 1) for x <= 0
-        return 1.0 if x > 0 else p0 * math.exp(x)
+        return p0 * math.exp(x) if x <= 0 else 1.0  # (NaN: 1, as torch)
     elif code == LEAKY_RELU:
         return 1.0 if x > 0 else p0
     elif code == HARDTANH:
@@ -237,10 +241,10 @@ def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
         # relu(x).sum() backward at 131072 float32, 0.97 -> 0.18 ms (0.12 ms of it fixed)
         if assign:
             for i in range(n):
-                grad_x[i] = g[i] if result[i] > 0 else 0.0
+                grad_x[i] = 0.0 if result[i] <= 0 else g[i]
         else:
             for i in range(n):
-                grad_x[i] += g[i] if result[i] > 0 else 0.0
+                grad_x[i] += 0.0 if result[i] <= 0 else g[i]
     elif code == GELU:
         if assign:
             for i in range(n):
@@ -268,7 +272,7 @@ _FORMULAS = {
         x._data * p0 > p1, ctx.constant(1.0), ctx.ng.sigmoid(x * p0)
     ),
     EXP: lambda ctx, x, r, p0, p1: r,
-    RELU: lambda ctx, x, r, p0, p1: ctx.constant(r._data > 0),
+    RELU: lambda ctx, x, r, p0, p1: ctx.constant(~(r._data <= 0)),
     SIGMOID: lambda ctx, x, r, p0, p1: r * (1.0 - r),
     NEG: lambda ctx, x, r, p0, p1: -1.0,
     ABS: lambda ctx, x, r, p0, p1: ctx.constant(np.sign(x._data)),
@@ -279,7 +283,11 @@ _FORMULAS = {
     SIN: lambda ctx, x, r, p0, p1: x.cos(),
     COS: lambda ctx, x, r, p0, p1: -x.sin(),
     POW_SCALAR: lambda ctx, x, r, p0, p1: 0.0 if p0 == 0.0 else p0 * x ** (p0 - 1.0),
-    RPOW: lambda ctx, x, r, p0, p1: r * math.log(p0),
+    RPOW: lambda ctx, x, r, p0, p1: (
+        ctx.constant(np.where((r._data == 0) | (r._data == 1), 0.0, -np.inf))
+        if p0 == 0.0
+        else r * math.log(p0)
+    ),
     CLAMP: lambda ctx, x, r, p0, p1: ctx.constant((x._data >= p0) & (x._data <= p1)),
     RECIPROCAL: lambda ctx, x, r, p0, p1: -(r * r),
     RSQRT: lambda ctx, x, r, p0, p1: -0.5 * r * r * r,
@@ -304,7 +312,9 @@ _FORMULAS = {
     ),
     GELU_TANH: lambda ctx, x, r, p0, p1: _gelu_tanh_d(x),
     SILU: lambda ctx, x, r, p0, p1: _silu_d(ctx, x),
-    ELU: lambda ctx, x, r, p0, p1: ctx.ng.where(x._data > 0, ctx.constant(1.0), p0 * ctx.ng.exp(x)),
+    ELU: lambda ctx, x, r, p0, p1: ctx.ng.where(
+        ~(x._data <= 0), ctx.constant(1.0), p0 * ctx.ng.exp(x)
+    ),
     LEAKY_RELU: lambda ctx, x, r, p0, p1: ctx.constant(np.where(x._data > 0, 1.0, p0)),
     HARDTANH: lambda ctx, x, r, p0, p1: ctx.constant((x._data > p0) & (x._data < p1)),
     FINITE: lambda ctx, x, r, p0, p1: ctx.constant(np.isfinite(x._data)),
@@ -615,16 +625,50 @@ def _clamp_forward(x, min=None, max=None):
         raise RuntimeError("clamp(): At least one of 'min' or 'max' must not be None")
     lo = -math.inf if min is None else float(min)
     hi = math.inf if max is None else float(max)
-    result = np.clip(x, x.dtype.type(lo), x.dtype.type(hi))
+    if x.dtype.kind == "f":
+        result = np.clip(x, x.dtype.type(lo), x.dtype.type(hi))
+    else:  # (integer bounds: _clamp_api made x floating for the others)
+        result = np.clip(x, None if min is None else min, None if max is None else max)
     if lo > hi:  # torch: every element becomes max
-        result = np.full_like(x, hi)
+        result = np.full_like(x, max)
     return result, (x,), (result.size, CLAMP), (lo, hi)
+
+
+def _clamp_api(apply, input, min=None, max=None):
+    """torch.clamp: number bounds are the op's attributes; tensor bounds (broadcast, and
+    differentiable) compose two wheres: where(r > max, max, r), r = where(x < min, min, x)
+    (so min > max gives max, and the gradient at a bound goes to x, as torch's)."""
+    if (min is None or isinstance(min, numbers.Number)) and (
+        max is None or isinstance(max, numbers.Number)
+    ):
+        if getattr(input, "dtype", np.float64).kind != "f" and any(
+            isinstance(b, float) for b in (min, max)
+        ):
+            # an integer tensor with a float bound is promoted (torch): adding the number 0.0
+            # gives it the result dtype of the promotion rules
+            input = apply(add, input, 0.0)
+        return apply(clamp, input, min=min, max=max)
+    from .elementwise import where
+
+    result = input
+    for bound, below in ((min, True), (max, False)):
+        if bound is None:
+            continue
+        if isinstance(bound, numbers.Number):
+            result = apply(clamp, result, **({"min": bound} if below else {"max": bound}))
+            continue
+        r = np.asarray(result.detach())
+        b = np.asarray(bound.detach() if hasattr(bound, "detach") else bound)
+        beyond = r < b if below else r > b
+        result = apply(where, bound, result, condition=beyond)
+    return result
 
 
 clamp = defop(
     "clamp",
     _clamp_forward,
     unary_backward,
+    api=_clamp_api,
     methods=("clamp", "clip"),
     functions=("clamp", "clip"),
     int_ok=True,
@@ -644,7 +688,16 @@ def _arc(name):
 
 reciprocal = _unary("reciprocal", lambda x: 1 / x, RECIPROCAL, low=0.3, high=2.0)
 rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x), RSQRT, low=0.2, high=3.0)
-square = _unary("square", np.square, SQUARE)
+
+
+def _square_api(apply, input):
+    # torch.square is pow(x, 2): bool promotes to int64 with the exponent
+    if getattr(input, "dtype", None) == np.bool_:
+        input = apply(to_copy, input, dtype=np.int64)
+    return apply(square, input)
+
+
+square = _unary("square", np.square, SQUARE, int_ok=True, api=_square_api)
 exp2 = _unary("exp2", np.exp2, EXP2)
 log2 = _unary("log2", np.log2, LOG2, low=0.2, high=3.0)
 log10 = _unary("log10", np.log10, LOG10, low=0.2, high=3.0)
@@ -726,6 +779,7 @@ hardtanh = _unary(
     nn_functional=True,
     methods=(),
     cases=[Case(((3, 4),)), Case(((6,),), {"min_val": -0.5, "max_val": 1.5})],
+    int_ok=True,
 )
 
 
@@ -739,6 +793,7 @@ nan_to_num = _unary(
     FINITE,
     params=lambda nan=0.0, posinf=None, neginf=None: (0.0, 0.0),
     cases=[Case(((3, 4),)), Case(((5,),), {"nan": 1.0, "posinf": 2.0, "neginf": -2.0})],
+    int_ok=True,
 )
 
 # piecewise-constant ops: zero gradient, as torch (integer inputs stay integer)
@@ -764,9 +819,19 @@ round_ = _unary(
 
 @numba.njit
 def _p_atan2(x, y):
-    # atan2(x, y) = angle of (y, x): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2)
+    # atan2(x, y) = angle of (y, x): d/dx = y / (x^2 + y^2), d/dy = -x / (x^2 + y^2);
+    # torch: 0 at the origin (where 1 / (x^2 + y^2) is infinite)
     r = x * x + y * y
+    if r == 0.0:
+        return 0.0, -0.0
     return y / r, -x / r
+
+
+def _atan2_partials(ctx, x, y):
+    # 1 / (x^2 + y^2), 0 at the origin (torch), times y and -x
+    r = x * x + y * y
+    recip = ctx.ng.where(r._data == 0, ctx.constant(0.0), 1.0 / ctx.ng.where(r._data == 0, 1.0, r))
+    return y * recip, -x * recip
 
 
 @numba.njit
@@ -799,12 +864,42 @@ def _p_remainder(x, y):
     return 1.0, -math.floor(x / y)
 
 
+def _bce(x, t):
+    # -(t log x + (1 - t) log(1 - x)), each log clamped at -100 (torch: finite at 0 and 1)
+    with np.errstate(divide="ignore"):
+        return -(t * np.maximum(np.log(x), -100.0) + (1 - t) * np.maximum(np.log1p(-x), -100.0))
+
+
+@numba.njit(error_model="numpy")
+def _p_bce(x, t):
+    # torch's binary_cross_entropy_backward: (x - t) / max(x (1 - x), 1e-12), finite at x = 0
+    # and 1 where the composition's 1 / x is not; d/dt = -logit(x) = log(1 - x) - log(x)
+    return (x - t) / max(x * (1.0 - x), 1e-12), np.log1p(-x) - np.log(x)
+
+
+def _bce_partials(ctx, x, t):
+    return (x - t) / (x * (1.0 - x)).clamp(min=1e-12), (-x).log1p() - x.log()
+
+
+# binary_cross_entropy's elements (nn.functional.binary_cross_entropy reduces them): an op of
+# its own for torch's gradient at probabilities 0 and 1
+binary_cross_entropy_elements = _binary_op(
+    "_binary_cross_entropy",
+    _bce,
+    _p_bce,
+    formula=broadcast_formula(_bce_partials),
+    functions=(),
+    node_name="BinaryCrossEntropyBackward0",
+    cases=[Case(((3, 4), (3, 4)), low=0.05, high=0.95), Case(((4,), (4,)), low=0.05, high=0.95)],
+)
+
+
 _TENSORS = [c for c in _BINARY_CASES if all(isinstance(s, tuple) for s in c.shapes)]
 atan2 = _binary_op(
     "atan2",
     np.arctan2,
     _p_atan2,
-    formula=broadcast_formula(lambda ctx, x, y: (y / (x * x + y * y), -x / (x * x + y * y))),
+    formula=broadcast_formula(lambda ctx, x, y: _atan2_partials(ctx, x, y)),
     methods=("atan2", "arctan2"),
     functions=("atan2", "arctan2"),
     cases=_TENSORS,

@@ -111,10 +111,17 @@ def _sum_to_input(G, go, gi, ip, scale):
             grad_x[i] += scale * g[offs[i]]
 
 
+def _accumulating(dtype):
+    """The result dtype of sum, prod, cumsum and cumprod (torch): int64 for bool and integer
+    inputs (no wrap-around of uint8, no bool sum), the input's dtype for floating ones."""
+    return dtype if dtype.kind == "f" else np.dtype(np.int64)
+
+
 def _sum_forward(x, dim=None, keepdim=False):
     dims, out_shape, ip = _reduce_params("sum", x.shape, dim, keepdim)
-    result = _sum(x, dims, keepdim, ip)
-    return np.asarray(result, dtype=x.dtype).reshape(out_shape), (), ip, (1.0,)
+    dtype = _accumulating(x.dtype)
+    result = _sum(x if x.dtype == dtype else x.astype(dtype), dims, keepdim, ip)
+    return np.asarray(result, dtype=dtype).reshape(out_shape), (), ip, (1.0,)
 
 
 def _mean_forward(x, dim=None, keepdim=False):
@@ -374,21 +381,28 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 grad_x[_pos(pos, ident, base + z)] += go_ * rest
         elif code == AMAX or code == AMIN or code == NORM_INF or code == NORM_NEG_INF:
             # the gradient is split evenly between the elements equal to the result (torch);
-            # norms compare |x| and carry sign(x)
+            # norms compare |x| and carry sign(x). A NaN result: max()/min() (p == 1) split it
+            # between the NaN elements; amax/amin give every element NaN (torch's
+            # grad * (x == result) / count is 0 / 0 there)
+            nan_split = r != r and p == 1.0
             ties = 0
             for t in range(k):
                 v = xg[base + t]
                 if code >= NORM_INF:
                     v = abs(v)
-                if v == r:
+                if v == r or (nan_split and v != v):
                     ties += 1
+            if ties == 0:
+                for t in range(k):
+                    grad_x[_pos(pos, ident, base + t)] += go_ * math.nan
+                continue
             for t in range(k):
                 v = xg[base + t]
                 s = 1.0
                 if code >= NORM_INF:
                     s = 1.0 if v > 0 else (-1.0 if v < 0 else 0.0)
                     v = abs(v)
-                if v == r:
+                if v == r or (nan_split and v != v):
                     grad_x[_pos(pos, ident, base + t)] += go_ * s / ties
         elif code == VAR or code == STD:
             # var = sum (x - mean)^2 / (k - c): d/dx_i = 2 (x_i - mean) / (k - c);
@@ -474,7 +488,10 @@ def _group_formula(ctx, grad):
     if code in (AMAX, AMIN, NORM_INF, NORM_NEG_INF):
         v = np.abs(a) if code >= NORM_INF else a
         hit = v == rv
-        share = hit / np.sum(hit, axis=dims, keepdims=True)
+        if p == 1.0:  # max()/min(): a NaN result is split between the NaN elements
+            hit = hit | (np.isnan(v) & np.isnan(rv))
+        with np.errstate(invalid="ignore"):  # (amax/amin of a NaN: 0 / 0, as torch)
+            share = hit / np.sum(hit, axis=dims, keepdims=True)
         if code >= NORM_INF:
             share = share * np.sign(a)
         return (g * ctx.constant(share),)
@@ -508,7 +525,9 @@ def _group_op(name, reduce_fn, code_fn, cases, signature=None, all_dims=None, **
         xg, pos, outer, k, out_shape = _group(name, x, dim, keepdim)
         if extreme and k == 0:
             raise IndexError(f"{name}(): Expected reduction dim {dim} to have non-zero size.")
-        result = np.asarray(reduce_fn(xg, **kwargs), dtype=x.dtype).reshape(outer)
+        dtype = _accumulating(x.dtype) if name == "prod" else x.dtype
+        result = np.asarray(reduce_fn(xg.astype(dtype, copy=False), **kwargs), dtype=dtype)
+        result = result.reshape(outer)
         code, p = code_fn(**kwargs)
         saved = (xg.reshape(-1), result) if pos is None else (xg.reshape(-1), result, pos)
         return result.reshape(out_shape), saved, (outer, k, int(pos is None), code), (p,)
@@ -536,6 +555,7 @@ prod = _group_op(
     "prod",
     _prod,
     lambda: (PROD, 0.0),
+    int_ok=True,
     # torch.prod takes one int dim (tuples work here too: tests/test_reductions.py)
     cases=[
         Case(((3, 4),)),
@@ -552,6 +572,7 @@ amax = _group_op(
     lambda: (AMAX, 0.0),
     cases=_CASES + [Case(((3, 4),), {"dim": 1}, low=0, high=1.01)],
     all_dims=(),
+    int_ok=True,
 )
 amin = _group_op(
     "amin",
@@ -559,6 +580,7 @@ amin = _group_op(
     lambda: (AMIN, 0.0),
     cases=_CASES,
     all_dims=(),
+    int_ok=True,
 )
 
 
@@ -573,8 +595,9 @@ def _correction(correction=None, unbiased=None):
 def _var(xg, correction=None, unbiased=None):
     c = _correction(correction, unbiased)
     k = xg.shape[1]
+    # sum (x - mean)^2 / max(0, k - c), as torch: inf (NaN for a zero sum) when c >= k
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.var(xg, axis=1) * (k / (k - c)) if k - c else np.full(xg.shape[0], np.nan)
+        return np.var(xg, axis=1) * k / max(0.0, k - c)
 
 
 var = _group_op(
@@ -675,6 +698,7 @@ take_flat = defop(
     functions=(),
     node_name="MaxBackward0",
     cases=[Case(((3, 4),), {"index": [[0, 5], [11, 0]]})],
+    int_ok=True,
 )
 
 
@@ -704,7 +728,8 @@ def _whole(name, f, code):
             )
         xg = np.ascontiguousarray(x).reshape(1, -1)
         result = np.asarray(f(xg), dtype=x.dtype).reshape(1)
-        return result.reshape(()), (xg.reshape(-1), result), (1, x.size, 1, code), (0.0,)
+        # p = 1: a NaN result's gradient goes to the NaN elements (group_backward)
+        return result.reshape(()), (xg.reshape(-1), result), (1, x.size, 1, code), (1.0,)
 
     forward.__name__ = name
     return forward
@@ -872,7 +897,7 @@ def _cumsum_rows(x, result, size, inner, lo, hi):
 
 def _cumsum(x, axis):
     if x.dtype.kind != "f":
-        return np.cumsum(x, axis=axis)  # integer cumsum widens to int64, as torch
+        return np.cumsum(x, axis=axis)  # (int64: _scan_op widened it, as torch)
     outer, size, inner = outer_inner(x.shape, axis)
     flat = np.ascontiguousarray(x).reshape(-1)
     result = np.empty(x.size, x.dtype)
@@ -883,7 +908,7 @@ def _cumsum(x, axis):
 def _scan_op(name, f, code, cases, **kw):
     def forward(x, dim):
         d = wrap_dim(name, dim, max(x.ndim, 1))
-        xv = x if x.ndim else x.reshape(1)
+        xv = (x if x.ndim else x.reshape(1)).astype(_accumulating(x.dtype), copy=False)
         result = np.asarray(f(xv, axis=d))
         if x.dtype.kind == "f":
             result = result.astype(x.dtype, copy=False)
@@ -911,6 +936,7 @@ cumprod = _scan_op(
         Case(((3, 4),), {"dim": 1}),
         Case(((2, 3, 4),), {"dim": -2}),
     ],
+    int_ok=True,
 )
 logcumsumexp = _scan_op(
     "logcumsumexp",
@@ -963,6 +989,7 @@ def _declare_extreme(name, f, code, argop, binary):
         methods=(name,),
         node_name=f"{name.capitalize()}Backward1",
         cases=[Case(((3, 4),)), Case(((5,),), low=0, high=1.01)],
+        int_ok=True,
     )
     op.api = _extreme_api(name, op, argop, binary)
     return op
@@ -975,7 +1002,9 @@ min_ = _declare_extreme("min", lambda xg: np.min(xg, axis=1), AMIN, argmin, mini
 def _test_reduction(name, f):
     def forward(x, dim=None, keepdim=False):
         dims, out_shape, _ = _reduce_params(name, x.shape, dim, keepdim)
-        return np.asarray(f(x, axis=dims, keepdims=keepdim)).reshape(out_shape), (), (), ()
+        result = np.asarray(f(x, axis=dims, keepdims=keepdim)).reshape(out_shape)
+        # (torch keeps uint8 for all/any of uint8, a legacy of its byte masks)
+        return result.astype(x.dtype) if x.dtype == np.uint8 else result, (), (), ()
 
     return defop(
         name,
