@@ -14,8 +14,23 @@ from .registry import Case, defop, formula_of
 # broadcasting binary ops: result = f(x, y); (dx, dy) = partial(x, y, result)
 
 
-def _binary_kernel(name, partial):
-    """The backward kernel of a broadcasting binary op; (dx, dy) = partial(x, y)."""
+def _binary_kernel(name, partial, select=False):
+    """The backward kernel of a broadcasting binary op; (dx, dy) = partial(x, y).
+
+    ``select``: a partial of 0 passes no gradient at all, as torch's masked gradients of
+    piecewise ops (maximum, minimum): a NaN or inf gradient there gives 0, not NaN (0 * NaN)."""
+
+    if select:
+
+        @numba.njit(inline="always")
+        def times(g, d):
+            return 0.0 if d == 0.0 else g * d
+
+    else:
+
+        @numba.njit(inline="always")
+        def times(g, d):
+            return g * d
 
     # The same-shape (or one-element other operand) gradients, over slices indexed from 0
     # with a one-element operand hoisted, so that each loop vectorises: over range(lo, hi)
@@ -31,18 +46,18 @@ def _binary_kernel(name, partial):
             yp = y[lo:hi]
             if assign:
                 for i in range(m):
-                    out[i] = gp[i] * partial(xp[i], yp[i])[0]
+                    out[i] = times(gp[i], partial(xp[i], yp[i])[0])
             else:
                 for i in range(m):
-                    out[i] += gp[i] * partial(xp[i], yp[i])[0]
+                    out[i] += times(gp[i], partial(xp[i], yp[i])[0])
         else:
             c = y[0]
             if assign:
                 for i in range(m):
-                    out[i] = gp[i] * partial(xp[i], c)[0]
+                    out[i] = times(gp[i], partial(xp[i], c)[0])
             else:
                 for i in range(m):
-                    out[i] += gp[i] * partial(xp[i], c)[0]
+                    out[i] += times(gp[i], partial(xp[i], c)[0])
 
     @numba.njit(inline="always")
     def pair_y(grad, g, x, y, lo, hi, sx, assign):
@@ -53,18 +68,18 @@ def _binary_kernel(name, partial):
             xp = x[lo:hi]
             if assign:
                 for i in range(m):
-                    out[i] = gp[i] * partial(xp[i], yp[i])[1]
+                    out[i] = times(gp[i], partial(xp[i], yp[i])[1])
             else:
                 for i in range(m):
-                    out[i] += gp[i] * partial(xp[i], yp[i])[1]
+                    out[i] += times(gp[i], partial(xp[i], yp[i])[1])
         else:
             c = x[0]
             if assign:
                 for i in range(m):
-                    out[i] = gp[i] * partial(c, yp[i])[1]
+                    out[i] = times(gp[i], partial(c, yp[i])[1])
             else:
                 for i in range(m):
-                    out[i] += gp[i] * partial(c, yp[i])[1]
+                    out[i] += times(gp[i], partial(c, yp[i])[1])
 
     def backward(G, G2, go, gi, V, so, sa, ip, fp):
         # gi[2], gi[3]: assign flags (_jit.assigning); gi[4], gi[5]: part p of P
@@ -90,14 +105,14 @@ def _binary_kernel(name, partial):
                         lo = a * d1 + b0
                         gr, xr, out = g[lo : lo + b1 - b0], x[lo : lo + b1 - b0], grad_x[lo:]
                         for j in range(b1 - b0):
-                            out[j] = gr[j] * partial(xr[j], yr[j])[0]
+                            out[j] = times(gr[j], partial(xr[j], yr[j])[0])
                 elif gi[2] == 1 and nx == n:
                     # fresh and not broadcast: every element of grad_x is written once (x is
                     # contiguous: xi = a * d1 + b)
                     for a in range(a0, a1):
                         for b in range(b0, b1):
                             i = a * d1 + b
-                            grad_x[i] = g[i] * partial(x[i], y[a * y0 + b * y1])[0]
+                            grad_x[i] = times(g[i], partial(x[i], y[a * y0 + b * y1])[0])
                 else:
                     if gi[2] == 1:
                         _zero_share(grad_x, a0, a1, b0, b1, x0, x1)
@@ -105,7 +120,7 @@ def _binary_kernel(name, partial):
                         for b in range(b0, b1):
                             xi = a * x0 + b * x1
                             yi = a * y0 + b * y1
-                            grad_x[xi] += g[a * d1 + b] * partial(x[xi], y[yi])[0]
+                            grad_x[xi] += times(g[a * d1 + b], partial(x[xi], y[yi])[0])
             if gi[1] >= 0:
                 grad_y = view(G, gi[1], ny)
                 a0, a1, b0, b1 = _bias_share(gi, d0, d1, y0)
@@ -121,13 +136,13 @@ def _binary_kernel(name, partial):
                         lo = a * d1 + b0
                         gr, xr = g[lo : lo + b1 - b0], x[lo : lo + b1 - b0]
                         for j in range(b1 - b0):
-                            gy[j] += gr[j] * partial(xr[j], yr[j])[1]
+                            gy[j] += times(gr[j], partial(xr[j], yr[j])[1])
                 else:
                     for a in range(a0, a1):
                         for b in range(b0, b1):
                             xi = a * x0 + b * x1
                             yi = a * y0 + b * y1
-                            grad_y[yi] += g[a * d1 + b] * partial(x[xi], y[yi])[1]
+                            grad_y[yi] += times(g[a * d1 + b], partial(x[xi], y[yi])[1])
             return
         if mode > 0:
             if gi[4] != 0:
@@ -152,14 +167,14 @@ def _binary_kernel(name, partial):
                 if gi[4] == 0:
                     acc = 0.0
                     for i in range(n):
-                        acc += g[i] * partial(x[0], y[i])[0]
+                        acc += times(g[i], partial(x[0], y[i])[0])
                     grad_x[0] = acc if gi[2] == 1 else grad_x[0] + acc
             else:
                 if gi[2] == 1:
                     grad_x[:] = 0
                 # accumulating at the broadcast offset sums over the broadcast dims
                 for i in range(n):
-                    grad_x[xo[i]] += g[i] * partial(x[xo[i]], y[yo[i]])[0]
+                    grad_x[xo[i]] += times(g[i], partial(x[xo[i]], y[yo[i]])[0])
         if gi[1] >= 0:
             grad_y = view(G, gi[1], ny)
             if mode <= 0 and sy == 1:
@@ -168,13 +183,13 @@ def _binary_kernel(name, partial):
                 if gi[4] == 0:
                     acc = 0.0
                     for i in range(n):
-                        acc += g[i] * partial(x[i], y[0])[1]
+                        acc += times(g[i], partial(x[i], y[0])[1])
                     grad_y[0] = acc if gi[3] == 1 else grad_y[0] + acc
             else:
                 if gi[3] == 1:
                     grad_y[:] = 0
                 for i in range(n):
-                    grad_y[yo[i]] += g[i] * partial(x[xo[i]], y[yo[i]])[1]
+                    grad_y[yo[i]] += times(g[i], partial(x[xo[i]], y[yo[i]])[1])
 
     backward.__name__ = backward.__qualname__ = f"{name}_backward"
     return parallel(assigning(kernel(backward)))
@@ -388,8 +403,8 @@ def broadcast_formula(partials):
     return formula
 
 
-def _binary_op(name, f, partial, save=True, cases=None, rows=None, **kw):
-    backward = _binary_kernel(name, partial)
+def _binary_op(name, f, partial, save=True, cases=None, rows=None, select=False, **kw):
+    backward = _binary_kernel(name, partial, select)
     forward = _binary_forward(name, f, save, rows)
     return defop(name, forward, backward, nin=2, cases=cases or _BINARY_CASES, **kw)
 
@@ -467,6 +482,7 @@ maximum = _binary_op(
     "maximum",
     np.maximum,
     _p_maximum,
+    select=True,
     formula=broadcast_formula(_tie_split),
     methods=("maximum",),
     int_ok=True,
@@ -476,6 +492,7 @@ minimum = _binary_op(
     "minimum",
     np.minimum,
     _p_minimum,
+    select=True,
     formula=broadcast_formula(lambda ctx, x, y: _tie_split(ctx, y, x)),
     methods=("minimum",),
     int_ok=True,
@@ -641,8 +658,9 @@ def where_backward(G, G2, go, gi, V, so, sa, ip, fp):
         grad = view(G, gi[k], ip[3 + 4 * nd + k])
         offs = bcast_offsets(ip, 2, nd, 1 + k, n)
         for i in range(n):
-            c = mask[mo[i]]
-            grad[offs[i]] += g[i] * (c if k == 0 else 1.0 - c)
+            # (a select, not g * mask: torch's where passes no NaN or inf to the other side)
+            if mask[mo[i]] == (1.0 if k == 0 else 0.0):
+                grad[offs[i]] += g[i]
 
 
 def _where_formula(ctx, grad):

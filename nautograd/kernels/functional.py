@@ -12,7 +12,7 @@ import numpy as np
 
 from .._random import generator
 from .elementwise import add, div, mul, sub, where
-from .index import gather, index_select, pad, windows
+from .index import expand, gather, index_select, pad, windows
 from .linalg import matmul
 from .nn import convolution, log_softmax
 from .pointwise import (
@@ -67,17 +67,30 @@ _PAIR = [Case(((3, 4), (3, 4))), Case(((5,), (5,)), {"reduction": "sum"})]
 # regression losses
 
 
+def _difference(apply, input, target):
+    """input - target as torch's pointwise losses take it: a 0-d operand is broadcast to the
+    other's shape first, so it promotes as a dimensioned tensor (a float32 input with a
+    float64 0-d target gives float64 there, float32 in a plain subtraction)."""
+    xs, ys = tuple(getattr(input, "shape", ())), tuple(getattr(target, "shape", ()))
+    if xs != ys and not (xs and ys):
+        if xs:
+            target = apply(expand, target, size=xs)
+        else:
+            input = apply(expand, input, size=ys)
+    return apply(sub, input, target)
+
+
 def _mse_loss(apply, input, target, reduction="mean"):
-    d = apply(sub, input, target)
+    d = _difference(apply, input, target)
     return _reduce(apply, apply(mul, d, d), reduction)
 
 
 def _l1_loss(apply, input, target, reduction="mean"):
-    return _reduce(apply, apply(abs_, apply(sub, input, target)), reduction)
+    return _reduce(apply, apply(abs_, _difference(apply, input, target)), reduction)
 
 
 def _piecewise(apply, input, target, reduction, small, large, threshold):
-    d = apply(sub, input, target)
+    d = _difference(apply, input, target)
     ad = apply(abs_, d)
     cond = _values(ad) < threshold
     return _reduce(apply, apply(where, small(d), large(ad), condition=cond), reduction)

@@ -169,12 +169,14 @@ def _d(code, x, result, p0, p1):
         return s * (1.0 + x * (1.0 - s))
     elif code == ELU:
         # p0 = alpha: alpha (exp(x) - 1) for x <= 0
-        return p0 * math.exp(x) if x <= 0 else 1.0  # (NaN: 1, as torch)
+        # (NaN: NaN, as torch's vectorised loop, which takes all but a tensor's last few
+        # elements; its scalar loop gives 1 there)
+        return 1.0 if x > 0 else p0 * math.exp(x)
     elif code == LEAKY_RELU:
         return 1.0 if x > 0 else p0
     elif code == HARDTANH:
-        # torch: zero at and beyond both ends
-        return 0.0 if (x <= p0 or x >= p1) else 1.0
+        # torch: zero at and beyond both ends (and at NaN, as its vectorised loop)
+        return 1.0 if (x > p0 and x < p1) else 0.0
     elif code == FINITE:  # nan_to_num: the gradient passes where x is finite
         return 1.0 if math.isfinite(x) else 0.0
     return 0.0
@@ -255,12 +257,17 @@ def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
     else:
         p0 = fp[0]
         p1 = fp[1]
+        # clamp and hardtanh select (torch's where): outside the range no gradient at all,
+        # not 0 * grad (NaN for a NaN gradient)
+        select = code == CLAMP or code == HARDTANH
         if assign:
             for i in range(n):
-                grad_x[i] = g[i] * _d(code, x[i], result[i], p0, p1)
+                d = _d(code, x[i], result[i], p0, p1)
+                grad_x[i] = 0.0 if select and d == 0.0 else g[i] * d
         else:
             for i in range(n):
-                grad_x[i] += g[i] * _d(code, x[i], result[i], p0, p1)
+                d = _d(code, x[i], result[i], p0, p1)
+                grad_x[i] += 0.0 if select and d == 0.0 else g[i] * d
 
 
 # d result / d x in nautograd ops for each code (x, r = result: tensors attached to the
@@ -312,9 +319,7 @@ _FORMULAS = {
     ),
     GELU_TANH: lambda ctx, x, r, p0, p1: _gelu_tanh_d(x),
     SILU: lambda ctx, x, r, p0, p1: _silu_d(ctx, x),
-    ELU: lambda ctx, x, r, p0, p1: ctx.ng.where(
-        ~(x._data <= 0), ctx.constant(1.0), p0 * ctx.ng.exp(x)
-    ),
+    ELU: lambda ctx, x, r, p0, p1: ctx.ng.where(x._data > 0, ctx.constant(1.0), p0 * ctx.ng.exp(x)),
     LEAKY_RELU: lambda ctx, x, r, p0, p1: ctx.constant(np.where(x._data > 0, 1.0, p0)),
     HARDTANH: lambda ctx, x, r, p0, p1: ctx.constant((x._data > p0) & (x._data < p1)),
     FINITE: lambda ctx, x, r, p0, p1: ctx.constant(np.isfinite(x._data)),
