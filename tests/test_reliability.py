@@ -6,6 +6,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -601,3 +602,24 @@ def test_a_nan_gradient_does_not_pass_where_a_piecewise_op_selects_the_other_sid
         grads.append((x.grad, c.grad))
     for g, t in zip(grads[0], grads[1], strict=True):
         np.testing.assert_array_equal(g.numpy(), t.numpy())
+
+
+def test_the_product_of_a_single_infinite_element_has_gradient_one_like_torch():
+    _like_torch(lambda m, x: x.prod(), INF)
+    _like_torch(lambda m, x: (x * 2.0).prod() * x, -INF)
+
+
+@pytest.mark.parametrize("name", ["mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss"])
+def test_pointwise_losses_with_a_0d_operand_of_another_dtype_promote_like_torch(name):
+    for lib_pairs in ((np.float32, np.float64), (np.float64, np.float32)):
+        for swap in (False, True):
+            a = np.ones((3, 3), lib_pairs[0]) * 0.5
+            b = np.asarray(2.0, lib_pairs[1])
+            if swap:
+                a, b = b, a
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch's broadcasting warning
+                r = getattr(ng.nn.functional, name)(ng.tensor(a), ng.tensor(b))
+                t = getattr(torch.nn.functional, name)(torch.tensor(a), torch.tensor(b))
+            assert str(r.dtype) == str(t.dtype).removeprefix("torch."), (a.dtype, b.dtype)
+            np.testing.assert_allclose(r.item(), t.item(), rtol=1e-6)

@@ -11,7 +11,7 @@ import numbers
 import numpy as np
 
 from .._random import generator
-from .elementwise import add, div, mul, sub, where
+from .elementwise import add, div, mul, sub, to_copy, where
 from .index import expand, gather, index_select, pad, windows
 from .linalg import matmul
 from .nn import convolution, log_softmax
@@ -111,6 +111,10 @@ def _smooth_l1_loss(apply, input, target, reduction="mean", beta=1.0):
 
 
 def _huber_loss(apply, input, target, reduction="mean", delta=1.0):
+    # torch's huber_loss computes in the input's dtype (its target is cast to it)
+    dtype = getattr(input, "dtype", None)
+    if dtype is not None and getattr(target, "dtype", dtype) != dtype:
+        target = apply(to_copy, target, dtype=dtype)
     return _piecewise(
         apply,
         input,

@@ -363,7 +363,11 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
         r = result[o]
         go_ = g[o]
         if code == PROD:
-            # d/dx_i prod = prod_{j != i} x_j; with one zero only it gets a gradient
+            # d/dx_i prod = prod_{j != i} x_j; with one zero only it gets a gradient. One
+            # element: 1 (torch's 0-d case; r / x would be NaN at inf)
+            if k == 1:
+                grad_x[_pos(pos, ident, base)] += go_
+                continue
             zeros = 0
             z = -1
             rest = 1.0
@@ -478,6 +482,8 @@ def _group_formula(ctx, grad):
     rv = r._data
     ng = ctx.ng
     if code == PROD:
+        if k == 1:  # one element: d prod / dx = 1 (as the kernel)
+            return (g.reshape(xs),)
         if a.all():
             return (g * r / x,)
         # with zeros: d/dx_i prod = prod_{j != i} x_j, the exclusive products (torch's
