@@ -812,6 +812,9 @@ def test_a_sweep_keeps_every_node_of_a_live_batch_and_renumbers_them():
 def test_a_batch_whose_last_result_dies_on_another_thread_is_let_go():
     # the batch's weak reference dies where its last result does: the tape then counts its
     # nodes no more (a count kept beside the dict could lose that update across threads)
+    import gc
+
+    gc.collect()  # (batches of earlier tests' garbage cycles would be counted too)
     tape = current_tape()
     x = ng.tensor([0.5, -1.0], dtype=ng.float64, requires_grad=True)
     y = ng.tanh(x * 2.0)
