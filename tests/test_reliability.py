@@ -623,3 +623,34 @@ def test_pointwise_losses_with_a_0d_operand_of_another_dtype_promote_like_torch(
                 t = getattr(torch.nn.functional, name)(torch.tensor(a), torch.tensor(b))
             assert str(r.dtype) == str(t.dtype).removeprefix("torch."), (a.dtype, b.dtype)
             np.testing.assert_allclose(r.item(), t.item(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["huber_loss", "smooth_l1_loss"])
+def test_piecewise_losses_at_an_infinite_difference_have_torchs_finite_gradient(name):
+    def f(m, x):
+        t = m.tensor([1.0, 0.0, 0.0, 0.0], dtype=m.float64)
+        return getattr(m.nn.functional, name)(x, t, reduction="sum")
+
+    _like_torch(f, [-INF, 0.5, 3.0, INF])
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda x: x.amax(),
+        lambda x: x.amin(),
+        lambda x: x.max(),
+        lambda x: x.reshape(2, 2).amax(1),
+        lambda x: x.norm(float("inf")),
+    ],
+    ids=["amax", "amin", "max", "amax_dim", "norm_inf"],
+)
+@pytest.mark.parametrize("g", [NAN, INF])
+def test_a_non_finite_gradient_into_an_extreme_reduction_spreads_as_torchs(f, g):
+    grads = []
+    for lib in (ng, torch):
+        x = lib.tensor([1.0, 3.0, 3.0, -2.0], dtype=lib.float64, requires_grad=True)
+        y = f(x)
+        y.backward(lib.full(tuple(y.shape), g, dtype=lib.float64))
+        grads.append(x.grad)
+    np.testing.assert_array_equal(grads[0].numpy(), grads[1].numpy())

@@ -18,6 +18,7 @@ from .nn import convolution, log_softmax
 from .pointwise import (
     abs_,
     binary_cross_entropy_elements,
+    clamp,
     exp,
     log,
     neg,
@@ -93,7 +94,10 @@ def _piecewise(apply, input, target, reduction, small, large, threshold):
     d = _difference(apply, input, target)
     ad = apply(abs_, d)
     cond = _values(ad) < threshold
-    return _reduce(apply, apply(where, small(d), large(ad), condition=cond), reduction)
+    # the quadratic part on d clamped to the threshold: where it is not selected its
+    # gradient is 0 (clamp), not 0 * d (NaN at an infinite d; torch's loss is one op)
+    dc = apply(clamp, d, min=-threshold, max=threshold)
+    return _reduce(apply, apply(where, small(dc), large(ad), condition=cond), reduction)
 
 
 def _smooth_l1_loss(apply, input, target, reduction="mean", beta=1.0):

@@ -400,6 +400,10 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
                 for t in range(k):
                     grad_x[_pos(pos, ident, base + t)] += go_ * math.nan
                 continue
+            # amax, amin and the inf-norms multiply the gradient by the mask of hits (torch):
+            # a NaN or inf gradient gives the other elements NaN (0 * inf); max() and min()
+            # (p == 1) select, as torch's evenly_distribute_backward
+            spread = p != 1.0 and not math.isfinite(go_)
             for t in range(k):
                 v = xg[base + t]
                 s = 1.0
@@ -408,6 +412,8 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
                     v = abs(v)
                 if v == r or (nan_split and v != v):
                     grad_x[_pos(pos, ident, base + t)] += go_ * s / ties
+                elif spread:
+                    grad_x[_pos(pos, ident, base + t)] += math.nan
         elif code == VAR or code == STD:
             # var = sum (x - mean)^2 / (k - c): d/dx_i = 2 (x_i - mean) / (k - c);
             # std = sqrt(var): d/dx_i = (x_i - mean) / ((k - c) std), 0 where std == 0 (torch)
