@@ -582,15 +582,16 @@ def _expose(t):
 # ---------------------------------------------------------------------------------------------
 # dtype promotion (torch's rules: dimensioned tensors, then zero-dim tensors, then numbers)
 
-_KIND = {"b": 0, "u": 1, "i": 1, "f": 2}
+_KIND = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
 def _category_result(dtypes):
     """torch's promotion within one priority class (dimensioned or zero-dim tensors): only
     the dtypes of the highest category (bool < integer < floating) count, so float32 with
     int64 stays float32 where numpy's result_type gives float64."""
-    top = max([_KIND[d.kind] for d in dtypes])
-    return np.result_type(*[d for d in dtypes if _KIND[d.kind] == top])
+    kinds = [_KIND.get(d.kind, 4) for d in dtypes]  # (4: strings, objects: numpy decides)
+    top = max(kinds)
+    return np.result_type(*[d for d, k in zip(dtypes, kinds, strict=True) if k == top])
 
 
 def _promote(arrays, numbers_):

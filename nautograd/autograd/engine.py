@@ -53,8 +53,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
     tensor hooks, a copy of its gradient before those hooks (what torch captures then).
 
     Returns (tape, state, buf_off, G64, G32, target edges, (tails, leaves, own, undefined),
-    owned): the
-    gradient arenas stay valid until the caller gives them back with
+    owned): the gradient arenas stay valid until the caller gives them back with
     ``tape.release_grad_arenas(owned)``. With ``own_leaves``, big leaves without a ``.grad``
     get buffers of their own: ``own`` maps their node to that array.
     """
@@ -151,7 +150,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             else max([e[0] for e in root_edges], default=-1)
         )
         skip_py = False
-        skipped = {}  # (node, output) -> custom Function nodes that returned None for it
+        skipped = {}  # (node, output) -> the edges into it that a custom Function gave None
         hooks = tape.hooks
         columns = (
             tape.op,
