@@ -773,6 +773,8 @@ def _hardtanh(x, min_val=-1.0, max_val=1.0):
         raise ValueError(
             f"hardtanh(): min_val ({min_val}) cannot be greater than max_val ({max_val})"
         )
+    if x.dtype.kind != "f":  # (an integer x: a bound outside its range, -1 for uint8, is fine)
+        return np.clip(x, min_val, max_val).astype(x.dtype)
     return np.clip(x, x.dtype.type(min_val), x.dtype.type(max_val))
 
 
