@@ -492,12 +492,9 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own, undefined=()
                     _accumulate(leaf, own[node])
                 continue
             a = leaf._data
-            if not _leaf_matches(tape, node, leaf):
-                _check_leaf_size(tape, node, leaf)
-                n = tape.out_numel.item(tape.out_ptr.item(node))
-                G = G32 if f32 else G64
-                _accumulate(leaf, G[off : off + n].reshape(a.shape))
-                continue
+            # (a .data of another dtype takes the recorded one's gradient: the paths below
+            # keep G's dtype; another size cannot)
+            _check_leaf_size(tape, node, leaf)
             G = G32 if f32 else G64
             if leaf._grad is None and not leaf._hooks and off >= tails[f32]:
                 tail = copies[f32]
