@@ -48,7 +48,7 @@ def _with_blas(c, x, y, trans_x, trans_y, reps):
     ty = _jit._TRANS if trans_y else _jit._NO_TRANS
     tx = _jit._TRANS if trans_x else _jit._NO_TRANS
     for _ in range(reps):
-        _jit._cblas_gemm(
+        _jit._blas_gemm(
             ty, tx, n, m, k, 1.0, y, max(1, y.shape[1]), x, max(1, x.shape[1]), 1.0, c, n
         )
 

@@ -7,10 +7,6 @@ y.backward()            # x.grad
 """
 
 from . import _numba_setup  # noqa: F401  (cache directory before any cached module)
-from .graph import _codegen
-
-_codegen.ensure_fresh()
-
 from . import (
     autograd,  # noqa: E402  (autograd before tensor: see tensor.py imports)
     linalg,  # noqa: E402

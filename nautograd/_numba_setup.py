@@ -1,15 +1,25 @@
-"""Make Numba's on-disk cache usable before any cached module is imported.
+"""Where nautograd's compiled code is cached, and the decorator that caches it there.
 
-`@njit(cache=True)` resolves its cache locator at decoration time and raises
-"no locator available" when neither the package's ``__pycache__`` nor the user cache is
-writable (reference/numba-measured.md, 1.3). We therefore pick a writable directory first.
+Numba validates a cached function against its own source file only: an edit to a callee in
+another file (a kernel helper, a kernel another file's kernel calls) would be served stale
+(reference/numba-measured.md, 1.3). nautograd's compiled functions are therefore cached in a
+directory named after a hash of every file they are compiled from (``kernels/``, ``graph/``,
+``_threads.py``): an edit anywhere there starts a new directory, and each function compiles
+again when it is next used (kernels are compiled one by one, on demand: kernels/registry.py).
+Nothing in the package is rewritten, so it works from a read-only installation: the cache
+then goes to the user's cache directory.
+
+``cached(**options)`` is ``numba.njit(cache=True, **options)`` with that directory; Numba
+resolves a cache's directory when the function is decorated, so the decorator sets
+``numba.config.CACHE_DIR`` for that moment only (other packages' caches are untouched).
 """
 
-import importlib.machinery
-import importlib.util
+import contextlib
+import hashlib
 import os
-import sys
+import shutil
 import tempfile
+import threading
 
 import numba
 
@@ -24,91 +34,86 @@ def _writable(path):
         return False
 
 
-def configure():
-    if os.environ.get("NUMBA_CACHE_DIR") or numba.config.CACHE_DIR:
-        return
-    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "__pycache__")
+PACKAGE = os.path.dirname(os.path.abspath(__file__))
+
+
+def compiled_sources():
+    """The files nautograd's compiled functions are compiled from."""
+    files = [os.path.join(PACKAGE, "_threads.py"), os.path.abspath(__file__)]
+    for sub in ("kernels", "graph"):
+        d = os.path.join(PACKAGE, sub)
+        files += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".py"))
+    return files
+
+
+def source_hash():
+    """A hash of the compiled sources and of the Numba and llvmlite versions compiling them
+    (Numba's own index does not record llvmlite's)."""
+    import llvmlite
+
+    h = hashlib.sha256(f"{numba.__version__} {llvmlite.__version__}".encode())
+    for path in compiled_sources():
+        with open(path, "rb") as fh:
+            h.update(os.path.relpath(path, PACKAGE).encode() + b"\0" + fh.read())
+    return h.hexdigest()[:16]
+
+
+def _base():
+    """The folder the cache directories live in: under ``NUMBA_CACHE_DIR`` when the user set
+    one, else the package's ``__pycache__``, else the user's cache directory."""
+    if numba.config.CACHE_DIR:
+        return os.path.join(numba.config.CACHE_DIR, "nautograd")
+    here = os.path.join(PACKAGE, "__pycache__", "numba")
     if _writable(here):
-        return
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return here
+    user = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     for candidate in (
-        os.path.join(base, "nautograd", "numba"),
+        os.path.join(user, "nautograd", "numba"),
         os.path.join(tempfile.gettempdir(), f"nautograd-numba-{os.getuid()}"),
     ):
         if _writable(candidate):
-            numba.config.CACHE_DIR = candidate
-            return
+            return candidate
+    raise RuntimeError(
+        "nautograd: no writable directory for Numba's cache; set NUMBA_CACHE_DIR to one"
+    )
 
 
-configure()
+def _configure():
+    base = _base()
+    path = os.path.join(base, source_hash())
+    if not os.path.isdir(path):
+        os.makedirs(path, exist_ok=True)
+        # the caches of earlier sources are never loaded again
+        for name in os.listdir(base):
+            if name != os.path.basename(path):
+                shutil.rmtree(os.path.join(base, name), ignore_errors=True)
+    return path
 
 
-# Numba imports `scipy.linalg.cython_blas` when it first loads or compiles anything (its
-# array-math registry checks that BLAS exists), and that runs scipy.linalg's __init__: 0.2 s
-# of a new process's 0.9 s to its first backward (measured: 0.21 s against 0.01 s for loading
-# the two extension modules themselves; DESIGN-NOTES "Start-up"). The BLAS/LAPACK modules
-# need nothing from that __init__, so they are loaded under their own names, and attached to
-# scipy.linalg when a user imports it later.
-_SCIPY_LAPACK = ("cython_blas", "cython_lapack")
+CACHE_DIR = _configure()
+_REDIRECT = threading.Lock()
 
 
-class _AttachToScipyLinalg:
-    """Meta-path finder: once, when scipy.linalg is imported, sets the preloaded modules as
-    its attributes (the import system only does that when it loads a submodule itself)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "scipy.linalg":
-            return None
-        sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None:
-            return spec
-        exec_module = spec.loader.exec_module
-
-        def exec_and_attach(module):
-            exec_module(module)
-            for n in _SCIPY_LAPACK:
-                setattr(module, n, sys.modules[f"scipy.linalg.{n}"])
-
-        spec.loader.exec_module = exec_and_attach
-        return spec
+@contextlib.contextmanager
+def cache_here():
+    """Functions decorated (or ``cfunc``s created) inside cache into ``CACHE_DIR``."""
+    with _REDIRECT:
+        previous = numba.config.CACHE_DIR
+        numba.config.CACHE_DIR = CACHE_DIR
+        try:
+            yield
+        finally:
+            numba.config.CACHE_DIR = previous
 
 
-def preload_scipy_lapack():
-    """Load scipy's cython_blas/cython_lapack without scipy.linalg's __init__ (falls back to
-    Numba's own import, untouched, whenever anything here is not as expected)."""
-    if "scipy.linalg" in sys.modules or any(
-        f"scipy.linalg.{n}" in sys.modules for n in _SCIPY_LAPACK
-    ):
-        return False
-    try:
-        import scipy
+def cached(**options):
+    """``numba.njit(cache=True, **options)``, cached in ``CACHE_DIR``."""
 
-        directory = os.path.join(os.path.dirname(scipy.__file__), "linalg")
-        paths = []
-        for n in _SCIPY_LAPACK:
-            found = [
-                os.path.join(directory, n + suffix)
-                for suffix in importlib.machinery.EXTENSION_SUFFIXES
-                if os.path.exists(os.path.join(directory, n + suffix))
-            ]
-            if not found:
-                return False
-            paths.append(found[0])
-        modules = {}
-        for n, p in zip(_SCIPY_LAPACK, paths, strict=True):
-            spec = importlib.util.spec_from_file_location(f"scipy.linalg.{n}", p)
-            module = importlib.util.module_from_spec(spec)
-            spec.loader.exec_module(module)
-            modules[f"scipy.linalg.{n}"] = module
-    except Exception:  # noqa: BLE001 -- any surprise: leave the import to Numba
-        return False
-    sys.meta_path.insert(0, _AttachToScipyLinalg())
-    sys.modules.update(modules)
-    return True
+    def decorate(fn):
+        with cache_here():
+            return numba.njit(cache=True, **options)(fn)
 
-
-preload_scipy_lapack()
+    return decorate
 
 
 # Numba's Cache.load_overload refreshes the target context before it loads a cached function:

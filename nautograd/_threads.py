@@ -23,28 +23,6 @@ MIN_SIZE = 1 << 18
 ROWS_MIN = 1 << 19
 _state = {"threads": None, "pool": None}
 _lock = threading.Lock()
-_listeners = []  # called with the new count by set_num_threads (kernels/_gemm.py's workers)
-
-
-def on_num_threads(fn):
-    """Call ``fn(n)`` whenever ``set_num_threads(n)`` changes the thread count."""
-    _listeners.append(fn)
-
-
-def _nothing():
-    pass
-
-
-# called before compiled code that may split work over spinning workers (the engine's
-# backward): kernels/_gemm.py's ``ready`` wakes its parked workers
-ready_workers = _nothing
-
-
-def on_ready_workers(fn):
-    """Make ``ready_workers()`` call ``fn()``."""
-    global ready_workers
-    ready_workers = fn
-
 
 def _default_threads():
     for var in ("NAUTOGRAD_NUM_THREADS", "OMP_NUM_THREADS"):
@@ -73,8 +51,6 @@ def set_num_threads(n):
         team, _state["pool"] = _state["pool"], None
     if team is not None:
         team.close()
-    for fn in _listeners:
-        fn(n)
 
 
 class _Team:

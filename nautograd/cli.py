@@ -7,19 +7,9 @@
 """
 
 import argparse
-import inspect
 import os
 import sys
 import time
-
-# the compiled engine `run` is specialised by the dtypes of the gradient arenas it is given
-# (graph/engine.py): float64 only, float32 only, or both (a graph with a cast)
-_ENGINE_KINDS = {
-    ("float64", "float64"): "float64",
-    ("float32", "float32"): "float32",
-    ("float64", "float32"): "mixed",
-}
-
 
 def _progress(total, desc, quiet=False):
     """A tqdm progress bar on stderr (none when quiet or when stderr is not a terminal)."""
@@ -40,38 +30,22 @@ def _progress(total, desc, quiet=False):
 
 
 def cache_dir():
-    """The directory Numba's cache of the compiled engine lives in."""
-    from .graph import scheduler
+    """The directory nautograd's compiled code is cached in (nautograd/_numba_setup.py)."""
+    from . import _numba_setup
 
-    return scheduler.run._cache._cache_path
+    return _numba_setup.CACHE_DIR
 
 
-def cached_engines():
-    """The engine specialisations ("float64", "float32", "mixed") and the deferred forward's
-    executor ("deferred") present in the disk cache."""
-    from .graph import scheduler
+def cached_kernels():
+    """(cached, total): how many of the kernels' entry points (kernels/registry.py
+    ``entry_names``) are in the disk cache."""
+    from .kernels.registry import entry_names
 
-    try:
-        index = scheduler.run._cache._cache_file._load_index()
-    except Exception:  # an unreadable or foreign index: nothing usable is cached
-        return []
-    kinds = []
-    # the engine is specialised by the dtypes of its two gradient arenas, G64 and G32
-    names = list(inspect.signature(scheduler.run.py_func).parameters)
-    g64 = names.index("G64")
-    for key in index:
-        sig = key[0]
-        dtypes = (str(sig[g64].dtype), str(sig[g64 + 1].dtype))
-        kinds.append(_ENGINE_KINDS.get(dtypes, "/".join(dtypes)))
-    # the deferred forward's executor (graph/deferred.py): ~5 s to compile on first use
-    from .graph import deferred
-
-    try:
-        if deferred.run._cache._cache_file._load_index():
-            kinds.append("deferred")
-    except Exception:
-        pass
-    return sorted(kinds)
+    names = entry_names()
+    found = set()
+    for _, _, files in os.walk(cache_dir()):
+        found.update(f.split(".")[1].split("-")[0] for f in files if f.endswith(".nbi"))
+    return len(names & found), len(names)
 
 
 def info():
@@ -82,8 +56,7 @@ def info():
 
     from . import __version__
 
-    engines = cached_engines()
-    warm = all(k in engines for k in ("float64", "float32", "mixed", "deferred"))
+    cached, total = cached_kernels()
     return {
         "nautograd": __version__,
         "python": sys.version.split()[0],
@@ -91,8 +64,8 @@ def info():
         "numpy": numpy.__version__,
         "llvmlite": llvmlite.__version__,
         "cache_dir": cache_dir(),
-        "cached_engines": engines,
-        "cache_warm": warm,
+        "cached_kernels": f"{cached} of {total}",
+        "cache_warm": cached >= total,
         "cpu_count": os.cpu_count(),
         "numba_threads": numba.get_num_threads(),
         "openblas_threads": os.environ.get("OPENBLAS_NUM_THREADS", "default (all cores)"),
@@ -103,11 +76,11 @@ def _print_info():
     d = info()
     width = max(len(k) for k in d)
     for k, v in d.items():
-        if k == "cached_engines":
-            v = ", ".join(v) or "none"
         print(f"{k:<{width}}  {v}")
     if not d["cache_warm"]:
-        print("\nthe cache is cold: `python -m nautograd warmup` compiles it (minutes)")
+        print(
+            "\nkernels compile on first use; `python -m nautograd warmup` compiles them all"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -115,17 +88,16 @@ def _print_info():
 
 
 def warmup(quiet=False):
-    """Compile (or load) every kernel for float64, float32 and mixed graphs.
+    """Compile (or load) every kernel, the engine and every compiled forward helper.
 
-    Runs every case of every op of the op table forward and backward in both dtypes, which
-    compiles each specialisation of the engine and every compiled forward helper. Returns
-    the seconds it took.
+    Compiles each kernel's entry points, then runs every case of every op of the op table
+    forward and backward in float64 and float32. Returns the seconds it took.
     """
     import numpy as np
 
     from . import autograd
     from .kernels import OPS
-    from .kernels.registry import run_case
+    from .kernels.registry import load_all, run_case
     from .tensor import Tensor, apply
 
     rng = np.random.default_rng(0)
@@ -133,6 +105,8 @@ def warmup(quiet=False):
     bar = _progress(len(steps), "warmup", quiet)
     t0 = time.perf_counter()
     try:
+        bar.set_description_str("warmup: kernels")
+        load_all()
         for dt, op, case in steps:
             bar.set_description_str(f"warmup {np.dtype(dt).name} {op.name}")
             arrays, kwargs = case.make_inputs(rng, dt)
@@ -170,16 +144,16 @@ def write_bytecode():
 
 
 def _warmup_command(args):
-    before = cached_engines()
+    before, _ = cached_kernels()
     seconds = warmup(quiet=args.quiet)
     bytecode = write_bytecode()
-    after = cached_engines()
+    after, total = cached_kernels()
     how = "loaded from" if before == after else "compiled into"
     print(f"warmup took {seconds:.1f} s ({how} the cache)")
     print(f"cache: {cache_dir()}")
     if not bytecode:
         print("the package's .pyc files could not be written (read-only install?)")
-    print(f"cached engines: {', '.join(after) or 'none'}")
+    print(f"cached kernels: {after} of {total}")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,12 +16,9 @@ import numpy as np
 
 from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
-from .graph import _gc
 from .graph.tape import ANOMALY, SMALL, address_of, current_tape, forward_stack
 from .graph.tape import _local as _tape_local
 from .kernels import OPS
-from .kernels._gemm import ENABLED as _OWN_GEMM
-from .kernels._jit import AXPY
 from .kernels.registry import COMPOSITES, OP_BY_NAME
 
 float32 = np.dtype(np.float32)
@@ -465,11 +462,7 @@ class Tensor:
     def _inplace(self, f, other, sign=0.0):
         self._check_inplace(other)
         value = other._data if isinstance(other, Tensor) else other
-        a = self._data
-        # (sign: add_ and sub_, which run a big same-shape operand on OpenBLAS's threads)
-        big = sign and type(value) is np.ndarray and value.size >= AXPY_MIN
-        if not (big and _axpy(a, value, sign)):
-            f(a, value, out=a, casting="same_kind")
+        f(self._data, value, out=self._data, casting="same_kind")
         self._bump()
         return self
 
@@ -519,32 +512,6 @@ class Tensor:
     __isub__ = sub_
     __imul__ = mul_
     __itruediv__ = div_
-
-
-# in-place add/sub of at least this many elements run as an OpenBLAS axpy on its threads
-# (_axpy): float32 ``p -= t`` of 200,000 elements 15.1 -> 9.1 us, 524,288: 42.9 -> 23.4 us;
-# even at 100,000 (6.5 against 6.1 us), slower below (65,536: 4.2 against 5.3 us; timing
-# script on the 2-core VM, medians of 2,700; benchmarks/inplace_update.py)
-AXPY_MIN = 1 << 17
-
-
-def _axpy(a, value, sign):
-    """``a += sign * value`` (sign 1 or -1: exact, as numpy's add or subtract) on numpy's
-    OpenBLAS threads (kernels/_jit.py AXPY) for two big C-contiguous arrays of one float dtype
-    and shape that do not overlap; False (nothing done) otherwise."""
-    # (not where the products are our own, kernels/_gemm.py: OpenBLAS's workers then spin
-    # against ours for the second core, and the MLP step took 1.17-1.55 ms instead of ~0.8)
-    f = None if _OWN_GEMM else AXPY.get(a.dtype)
-    if (
-        f is None
-        or value.dtype != a.dtype
-        or value.shape != a.shape
-        or not (a.flags.c_contiguous and value.flags.c_contiguous and a.flags.writeable)
-        or np.may_share_memory(a, value)
-    ):
-        return False
-    f(a.size, sign, address_of(value), 1, address_of(a), 1)
-    return True
 
 
 builtins_float = __builtins__["float"] if isinstance(__builtins__, dict) else __builtins__.float
@@ -1158,9 +1125,6 @@ class _Lazy(Tensor):
         return math.prod(self._shape)
 
     nelement = numel
-
-
-_gc.drop_finalizer(_Lazy)  # (its __del__ does nothing: not called at all)
 
 
 def _force(t):

@@ -829,39 +829,7 @@ def test_a_batch_whose_last_result_dies_on_another_thread_is_let_go():
     assert not tape.batches and tape.live == live - nodes
 
 
-@pytest.mark.skipif(
-    sys.modules["nautograd.graph._gc"]._finalize_slot() is None,
-    reason="not CPython's type layout",
-)
-def test_deferred_results_die_without_a_finalizer_call_and_forced_ones_with_tensors():
-    # _Lazy's __del__ does nothing, so its type's finalizer slot is cleared (_gc.py
-    # drop_finalizer): a class so treated never calls its __del__; an instance given a class
-    # with a finalizer (as _force makes a deferred result a Tensor) gets that one
-    from nautograd.graph import _gc
-
-    calls = []
-
-    class Base:
-        __slots__ = ("__weakref__",)
-
-        def __del__(self):
-            calls.append("base")
-
-    class Quiet(Base):
-        __slots__ = ()
-
-        def __del__(self):
-            calls.append("quiet")
-
-    assert _gc.drop_finalizer(Quiet)
-    q = Quiet()
-    del q
-    assert calls == []
-    q = Quiet()
-    q.__class__ = Base
-    del q
-    assert calls == ["base"]
-    assert _gc._INT64_AT(id(tensor_module._Lazy) + _gc._finalize_slot()).value == 0
+def test_a_forced_deferred_result_gives_its_handle_back_when_it_dies():
     # a forced result gives its handle back when it dies, as any tensor
     tape = current_tape()
     x = ng.tensor([0.5, -1.0], dtype=ng.float64, requires_grad=True)

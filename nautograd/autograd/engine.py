@@ -3,14 +3,15 @@
 PyTorch's run_backward / Engine::execute (reference/pytorch_autograd.md, 3.2-3.9).
 """
 
+import contextlib
 import threading
 
 import numpy as np
 
-from .. import _threads
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
 from ..graph.tape import ACC, ANOMALY, F32, PY, RELEASED, address_of
+from ..kernels.registry import compiling, kernel_table, load_kernels
 from ..tensor import IN_PLACE_CHANGES, Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
@@ -18,8 +19,6 @@ from ._roots import prepare
 from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 
-_EMPTY64 = np.zeros(0, np.float64)
-_EMPTY32 = np.zeros(0, np.float32)
 # scratch for the gi of a node handed back to run in parts: nodes of up to 16 inputs
 _PEND = 2 * 16 + 3
 # up to this many nodes, per-backward bookkeeping (version checks, releasing saved arrays)
@@ -46,6 +45,26 @@ OWN_BUFFER = 4096
 FILL_BELOW = 1 << 16
 
 
+_STARTED = []  # set once the engine has run in this process (compiled or loaded)
+_NOTHING = contextlib.nullcontext()
+
+
+def _load_kernels(tape, state):
+    """Compile (or load) the kernels of the nodes that run and have none yet."""
+    n = tape.n
+    running = (state == 1) & (tape.op[:n] > 0)
+    f32 = (tape.flags[:n] & F32) != 0
+    load_kernels(tape.op[:n][running & ~f32], 0)
+    load_kernels(tape.op[:n][running & f32], 1)
+
+
+def _node_name(tape, node):
+    from ..kernels import OPS
+
+    op = int(tape.op[node])
+    return OPS[op - 1].node_name if op > 0 else "a Python node"
+
+
 def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks=None):
     """Run the scheduler.
 
@@ -65,19 +84,25 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
     else:
         mode = 1
         tnodes = np.array([e[0] for e in target_edges if e[0] >= 0], np.int64)
-    state, buf_off, n64, n32, tails, leaves = scheduler.prepare(
-        n,
-        root_nodes,
-        tnodes,
-        mode,
-        tape.flags,
-        tape.edge_ptr,
-        tape.edge_node,
-        tape.edge_input_nr,
-        tape.out_ptr,
-        tape.out_numel,
-        OWN_BUFFER if own_leaves else np.iinfo(np.int64).max,
-    )
+    table = kernel_table()
+    with compiling("the autograd engine") if not _STARTED else _NOTHING:
+        state, buf_off, n64, n32, tails, leaves, need = scheduler.prepare(
+            n,
+            root_nodes,
+            tnodes,
+            mode,
+            tape.flags,
+            tape.edge_ptr,
+            tape.edge_node,
+            tape.edge_input_nr,
+            tape.out_ptr,
+            tape.out_numel,
+            OWN_BUFFER if own_leaves else np.iinfo(np.int64).max,
+            tape.op,
+            table,
+        )
+    if need:
+        _load_kernels(tape, state)
     G64, G32, owned = tape.grad_arenas(n64, n32)
     tape.running += 1  # no compaction while Python nodes may record (see Tape.reserve)
     # anomaly mode: every node that runs is handed to Python first, so that each is checked
@@ -135,14 +160,7 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
         # (only uninitialised arenas: a filled one's buffers are not fresh)
         big = own_leaves and n64 + n32 >= FILL_BELOW
         own = _own_buffers(tape, leaves, slot, fresh) if big else None
-        # A graph of one dtype passes the other dtype's (unused) arenas as empty arrays of its own
-        # dtype, so `run` is specialised -- and its kernels compiled -- only for dtypes in use:
-        # float32 kernels cost nothing until a float32 graph runs (~20 s of cold compile each).
         V64, V32 = tape.v64, tape.v32
-        if not len(G32):
-            G32, V32 = _EMPTY64, _EMPTY64
-        elif not len(G64):
-            G64, V64 = _EMPTY32, _EMPTY32
         retain = bool(retain_graph)
         start = (
             root_edges[0][0]
@@ -170,19 +188,31 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             tape.fparams,
             V64,
             V32,
+            table,
         )
         head = (retain, state, slot, fresh, tape.out_numel, G64, G32)
         parts = get_num_threads()
         pend = np.empty(_PEND, np.int64)
-        _threads.ready_workers()
         while True:
-            status = scheduler.run(start, *head, *columns, skip_py, parts, pend, -1)
+            if _STARTED:
+                status = scheduler.run(start, *head, *columns, skip_py, parts, pend, -1)
+            else:
+                with compiling("the autograd engine"):
+                    status = scheduler.run(start, *head, *columns, skip_py, parts, pend, -1)
+                _STARTED.append(True)
             if last >= 0:
                 current = last
                 _check_nan(tape, last, state, buf_off, G64, G32, own)
                 last = current = -1
             if status == scheduler.DONE:
                 break
+            if status <= scheduler.ERR_KERNEL:
+                current = scheduler.ERR_KERNEL - status
+                raise RuntimeError(
+                    f"nautograd: the compiled backward of node {current} "
+                    f"({_node_name(tape, current)}) failed (an index out of bounds in a "
+                    "bounds-checked build)"
+                )
             if status <= scheduler.ERR_RELEASED:
                 current = scheduler.ERR_RELEASED - status
                 raise RuntimeError(RELEASED_MSG)

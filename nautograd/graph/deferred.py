@@ -29,10 +29,13 @@ Rows (int64, flat):
 import numba
 import numpy as np
 
-from ..kernels._jit import KERNEL, borrow
+from .._numba_setup import cached
+from ..kernels._jit import KERNEL, LAZY_ARGS, call_address2
+from ..kernels.registry import LAZY
 from .tape import ACC, HAS_SAVED
 
 OK = 0
+FAILED = 2  # a kernel raised (only a bounds-checked build raises)
 HEAD = 8  # ints in a row head (Tape.add_head)
 GROW = 1  # the arena v64 is too small: counts[4] says how many values it needs
 MAX_OUT = 4097  # outputs of one op (unbind of up to 4,096 elements)
@@ -41,9 +44,9 @@ MAX_OUT = 4097  # outputs of one op (unbind of up to 4,096 elements)
 # The kernels' flags (kernels/_jit.py KERNEL): the lazy forwards are inlined here (below),
 # so their arithmetic compiles under run's flags: a division by zero gives inf/nan, as the
 # eager forward and torch do, and multiply-adds fuse as in the eager compiled pass.
-@numba.njit(cache=True, error_model=KERNEL["error_model"], fastmath=KERNEL["fastmath"])
+@cached(error_model=KERNEL["error_model"], fastmath=KERNEL["fastmath"])
 def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, saved_addr,
-        v64, iparams, fparams, counts):  # fmt: skip
+        v64, iparams, fparams, table, counts):  # fmt: skip
     """Run the batch ``rows`` (see the module docstring); ``nv`` values; ``S``: the store,
     the imports' values in its first ``ne0`` elements, then room for every op's outputs
     (allocated by Python: numpy's own float64 dtype, which tensor.py compares by identity,
@@ -54,7 +57,9 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
     (status, value offsets, sptr, snode, vnode): the nodes that saved value v are
     snode[sptr[v]:sptr[v + 1]] (tensor.py notes their versions when v's tensor gets its
     value, so that an in-place change raises in backward as in torch); vnode[v] is the
-    node of value v (an op's output: its op's node, numbered from counts[0])."""
+    node of value v (an op's output: its op's node, numbered from counts[0]). ``table``:
+    the compiled kernels' table (kernels/registry.py), whose lazy column has the entry of
+    every op in the batch (tape.py loads them before)."""
     voff = np.empty(nv, np.int64)
     vnum = np.empty(nv, np.int64)
     vnode = np.empty(nv, np.int64)
@@ -74,16 +79,22 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
     top = ne0
     r = 0
     nrows = rows.shape[0]
-    # the kernels get views with no owner (kernels/_jit.borrow): passing and slicing the
-    # owned arrays counted references, ~60 ns of a scalar add's ~75 (the scalar DAG's batch:
-    # 2.04 -> 0.83 ms). The scratch arrays' owners stay alive: they are used after the loop
-    Sb = borrow(S)
-    ipb = borrow(iparams)
-    fpb = borrow(fparams)
-    xob = borrow(xo)
-    xnb = borrow(xn)
-    oob = borrow(oo)
-    onb = borrow(on)
+    # the kernels are called through their entries' addresses (kernels/_jit.py LAZY_ARGS),
+    # their arguments by address; the arrays stay alive: they are used after the loop
+    args = np.empty(LAZY_ARGS, np.int64)
+    a_addr = np.int64(args.ctypes.data)
+    s_addr = np.int64(S.ctypes.data)
+    ip_addr = np.int64(iparams.ctypes.data)
+    fp_addr = np.int64(fparams.ctypes.data)
+    args[0] = np.int64(xo.ctypes.data)
+    args[1] = len(xo)
+    args[2] = np.int64(xn.ctypes.data)
+    args[3] = len(xn)
+    args[8] = np.int64(oo.ctypes.data)
+    args[9] = MAX_OUT
+    args[10] = np.int64(on.ctypes.data)
+    args[11] = MAX_OUT
+    args[14] = len(S)
     while r < nrows:
         op = rows[r]
         if op == -1:
@@ -130,9 +141,15 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
             edge_input_nr[ne] = vnr[w]
             ne += 1
         r += 1 + k
-        nout = _fdispatch(
-            op, Sb, xob, xnb, k, top, ipb[ips : ips + ipl], fpb[fps : fps + fpl], oob, onb
-        )
+        args[4] = ip_addr + 8 * ips
+        args[5] = ipl
+        args[6] = fp_addr + 8 * fps
+        args[7] = fpl
+        args[12] = k
+        args[13] = top
+        nout = call_address2(table[op, LAZY], a_addr, s_addr)
+        if nout < 0:
+            return FAILED, voff, sv_val, sv_node, vnode
         for j in range(nout):
             voff[v] = oo[j]
             vnum[v] = on[j]
@@ -186,7 +203,7 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
         T[8, c] = ns
         node += 1
     counts[0], counts[1], counts[2], counts[3], counts[4] = node, ne, no, ns, n64
-    xo[0] = xn[0] = oo[0] = on[0] = 0  # keeps the owned scratch alive until here
+    xo[0] = xn[0] = oo[0] = on[0] = args[0] = 0  # keeps the owned scratch alive until here
     # the nodes that saved each value, by value: sptr[v]..sptr[v + 1] in snode
     sptr = np.zeros(nv + 1, np.int64)
     for i in range(nsv):
@@ -201,7 +218,7 @@ def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, 
     return OK, voff, sptr, snode, vnode
 
 
-@numba.njit(cache=True)
+@cached()
 def store_size(rows, H):
     """The store elements the op rows of ``rows`` write (their heads' last int): counted
     here, once a batch, where each op counting it in Python cost an int object (~25 ns)."""
@@ -217,73 +234,3 @@ def store_size(rows, H):
             size += H[op * HEAD + 7]
             r += 1 + H[op * HEAD + 6]
     return size
-
-
-def _inlined(forward):
-    """An op's lazy forward compiled to be inlined into ``run`` (Numba IR inlining). Called,
-    each cost ~40 ns of a scalar op's ~115 ns in ``run`` (the scalar DAG's batch: 2.67 ->
-    2.05 ms; the RNN's 0.95 -> 0.80 ms); the kernel itself stays as it is declared."""
-    return numba.njit(inline="always", **KERNEL)(forward.py_func)
-
-
-# BEGIN GENERATED DISPATCH (python -m nautograd.graph._codegen; do not edit by hand)
-# sources hash: 0e6da6f2ce716db6
-from ..kernels.registry import OPS as _OPS  # noqa: E402
-
-_f0 = _inlined(_OPS[0].lazy[1])  # mul
-_f1 = _inlined(_OPS[1].lazy[1])  # div
-_f2 = _inlined(_OPS[4].lazy[1])  # add
-_f3 = _inlined(_OPS[5].lazy[1])  # sub
-_f4 = _inlined(_OPS[37].lazy[1])  # sum
-_f5 = _inlined(_OPS[66].lazy[1])  # stack
-_f6 = _inlined(_OPS[67].lazy[1])  # unbind
-_f7 = _inlined(_OPS[69].lazy[1])  # matmul
-_f8 = _inlined(_OPS[81].lazy[1])  # softmax
-_f9 = _inlined(_OPS[85].lazy[1])  # neg
-
-# fmt: off
-_KIND = np.array(
-    [
-        -1, 0, 1, -1, -1, 2, 3, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1, 4, 4, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1, 5, 6, -1, 7, 7, -1, 7, 7, -1, -1, -1, -1, -1,
-        -1, -1, 8, 8, -1, -1, 9, 9, 9, 9, 9, 9, 9, 9, 9, 9,
-        9, 9, 9, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1,
-        -1, -1, -1, -1, -1, -1, -1,
-    ],
-    np.int64,
-)
-# fmt: on
-
-
-@numba.njit(inline="always")
-def _fdispatch(op, S, xo, xn, k, top, ip, fp, oo, on):
-    f = _KIND[op]
-    if f == 0:
-        return _f0(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 1:
-        return _f1(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 2:
-        return _f2(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 3:
-        return _f3(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 4:
-        return _f4(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 5:
-        return _f5(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 6:
-        return _f6(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 7:
-        return _f7(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 8:
-        return _f8(S, xo, xn, k, top, ip, fp, oo, on)
-    elif f == 9:
-        return _f9(S, xo, xn, k, top, ip, fp, oo, on)
-    return 0
-
-
-# END GENERATED DISPATCH

@@ -39,6 +39,9 @@ import weakref
 import numba
 import numpy as np
 
+from .._numba_setup import cached
+from ..kernels.registry import LAZY, kernel_table, load_kernels
+
 F32 = 1  # node computes in float32 (its gradients live in the float32 arena)
 RELEASED = 2  # saved values were freed by a backward without retain_graph
 PY = 4  # the scheduler hands this node to Python (hooks, custom Functions)
@@ -100,13 +103,6 @@ def _data_field_offset():
 
 _DATA_OFFSET = _data_field_offset()
 _INT64_AT = ctypes.c_int64.from_address
-# CPython's PyObject_GC_UnTrack (None elsewhere): a batch's lists of ints and shapes out of
-# the collector's sight (Batch)
-_GC_UNTRACK = (
-    ctypes.PYFUNCTYPE(None, ctypes.py_object)(("PyObject_GC_UnTrack", ctypes.pythonapi))
-    if hasattr(ctypes, "pythonapi") and sys.implementation.name == "cpython"
-    else None
-)
 
 
 def address_of(a):
@@ -118,7 +114,7 @@ def address_of(a):
     return _INT64_AT(id(a) + _DATA_OFFSET).value
 
 
-@numba.njit(cache=True)
+@cached()
 def _compact(n, roots, cols, v64, v32, new_cols, nv64, nv32):
     """Keep the nodes reachable from ``roots``; renumber them in order. Returns new ids.
 
@@ -305,6 +301,7 @@ class Tape:
         # POOL_MAX)
         self.batch = None
         self.heads = []
+        self.heads_loaded = 0  # heads whose op's lazy kernel is known to be loaded
         self.fast = {}
         # the run batches a deferred result may still refer to: a weak reference each (its
         # callback forgets it) -> its node count. Their results hold no handle: a live batch
@@ -597,6 +594,9 @@ class Tape:
         # bytes (tensor.py _import_new), joined in one go: np.concatenate of arrays spent
         # ~0.15 us on each of the RNN step's 1,001
         H = np.array(self.heads, np.int64)
+        if len(self.heads) > self.heads_loaded:  # (new heads: their ops' lazy kernels)
+            load_kernels(H[self.heads_loaded :: deferred.HEAD], LAZY)
+            self.heads_loaded = len(self.heads)
         S = np.empty(b.nimp + deferred.store_size(rows, H))
         if b.arrays:
             S[: b.nimp] = np.frombuffer(b"".join(b.arrays), np.float64)
@@ -620,10 +620,15 @@ class Tape:
             status, voff, sptr, snode, vnode = deferred.run(
                 rows, H, b.nv, S, b.nimp, self._nodes,
                 self.edge_node, self.edge_input_nr, self.out_numel, self.saved_off,
-                self.saved_addr, self.v64, self.iparams, self.fparams, counts,
+                self.saved_addr, self.v64, self.iparams, self.fparams, kernel_table(), counts,
             )  # fmt: skip
             if status == deferred.OK:
                 break
+            if status == deferred.FAILED:
+                raise RuntimeError(
+                    "nautograd: a deferred forward kernel failed (an index out of bounds in a "
+                    "bounds-checked build)"
+                )
             self._grow("v64", int(counts[4]))
         self.ne, self.no, self.ns, self.n64 = (int(c) for c in counts[1:])
         self.ran_nv = b.nv
@@ -860,6 +865,7 @@ class Tape:
             self.ip_pool = {(): 0}
             self.fp_pool = {(): 0}
             self.heads = []
+            self.heads_loaded = 0
             self.fast = {}
         self.obj = []
         self.meta = []
@@ -958,12 +964,6 @@ class Batch:
         self.arrays = []
         self.nimp = 0
         self.meta = []
-        if _GC_UNTRACK is not None:
-            # ints, and shape tuples or None: no cycle runs through them, and each middle
-            # collection walked their ~45,000 and ~10,000 items (the scalar DAG: 159-169 ->
-            # 83 us a collection, two a step)
-            _GC_UNTRACK(self.rows)
-            _GC_UNTRACK(self.meta)
         self.objs = []
         # node -> attributes / output shapes: dicts, where (node, value) tuples were one
         # more object per op for the garbage collector to track (the scalar DAG: 7,500; its

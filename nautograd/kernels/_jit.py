@@ -1,20 +1,21 @@
-"""Shared compiled helpers for kernels: jit options, saved-value access, broadcast indexing."""
+"""Shared compiled helpers for kernels: jit options, saved-value access, broadcast indexing,
+and the C entry points through which the compiled engine calls each kernel."""
 
-import ctypes
-import glob
-import os
+import types as pytypes
 
 import numba
 import numpy as np
 from llvmlite import binding, ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic
+from numba.extending import get_cython_function_address, intrinsic
 
-# Kernels are only ever called from the compiled scheduler, never from Python: without the
+from .._numba_setup import cache_here
+
+# Kernels are only ever called from compiled code, never from Python: without the
 # CPython/cfunc wrappers they compile ~30% faster (reference/numba-measured.md, 1.2).
-# They are not cached themselves: the scheduler that calls them is, and its module carries
-# a hash of every kernel file so a kernel edit invalidates it (graph/scheduler.py).
+# They are not cached themselves: each is compiled into its C entry point (``entry`` below),
+# which is, on first use.
 # error_model="numpy": a float division by zero gives inf/nan as in torch instead of raising
 # ZeroDivisionError out of the scheduler (log's backward at 0 did), and without that check
 # LLVM can vectorise loops that divide.
@@ -208,153 +209,40 @@ class _CallArgs:
         return self.builder.bitcast(ary.data, _VOIDP)
 
 
-@intrinsic
-def _xxgemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Column-major BLAS ``c = alpha * op(a) @ op(b) + beta * c`` through ``numba_xxgemm``,
-    the entry point of Numba's helper library that its own ``np.dot`` calls (it reaches
-    scipy's BLAS as np.dot does). ``a``, ``b``, ``c``: arrays, or raw pointers with the
-    element type given by ``alpha``'s."""
-    dtype = c.dtype if isinstance(c, types.Array) else alpha
-    kind = ord("s") if dtype == types.float32 else ord("d")
-    sig = types.int32(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-
-    def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(
-            ir.IntType(32),
-            [_CHAR, _CHAR, _CHAR, _INTP, _INTP, _INTP, _VOIDP, _VOIDP, _INTP]
-            + [_VOIDP, _INTP, _VOIDP, _VOIDP, _INTP],
-        )
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "numba_xxgemm")
-        a = _CallArgs(context, builder, signature, args)
-
-        def slot(i):  # a scalar passed by pointer
-            value = cgutils.alloca_once_value(builder, a.cast(i, dtype))
-            return builder.bitcast(value, _VOIDP)
-
-        call_args = [ir.Constant(_CHAR, kind), a.integer(0, _CHAR), a.integer(1, _CHAR)]
-        call_args += [a.integer(2), a.integer(3), a.integer(4), slot(5), a.data(6)]
-        call_args += [a.integer(7), a.data(8), a.integer(9), slot(10), a.data(11)]
-        return builder.call(fn, call_args + [a.integer(12)])
-
-    return sig, codegen
-
-
-# The kernels' products call CBLAS gemm through two symbols of our own, bound when this
-# module loads (so that cached kernels find them by name, as Numba's own helpers): to the
-# OpenBLAS numpy's wheels bundle when there is one, where numpy's forward products run too:
-# one thread pool for forward and backward, and OpenBLAS 0.3.31 there against scipy's 0.3.30
-# (128x784x256 float32, one thread: 566 against 654 us). Otherwise (numpy built against
-# another BLAS, or NAUTOGRAD_BLAS=scipy) to shims that call scipy's BLAS through Numba's
-# helper library, and big forward products run there too (kernels/linalg.py).
-_GEMM_SYMBOLS = {"s": "nautograd_cblas_sgemm", "d": "nautograd_cblas_dgemm"}
-_COL_MAJOR, _NO_TRANS, _TRANS = 102, 111, 112
-
-
-def _numpy_openblas(function):
-    """{"s": f, "d": f}: the ctypes functions ``cblas_[sd]<function>`` of numpy's bundled
-    OpenBLAS (ILP64: 64-bit sizes; the symbols carry a ``scipy_`` prefix and a ``64_``
-    suffix), or None."""
-    here = os.path.dirname(np.__file__)
-    found = glob.glob(os.path.join(os.path.dirname(here), "numpy.libs", "*openblas64*"))
-    found += glob.glob(os.path.join(here, ".dylibs", "*openblas64*"))
-    for path in sorted(found):
-        try:
-            lib = ctypes.CDLL(path)  # the copy numpy loaded: dlopen returns its handle
-            return {k: getattr(lib, f"scipy_cblas_{k}{function}64_") for k in "sd"}
-        except (OSError, AttributeError):
-            continue
-    return None
-
-
-def _numpy_cblas():
-    """{"s": address, "d": address} of ``cblas_[sd]gemm`` in numpy's OpenBLAS, or None."""
-    found = _numpy_openblas("gemm")
-    if found is None:
-        return None
-    return {k: ctypes.cast(f, ctypes.c_void_p).value for k, f in found.items()}
-
-
-def _scipy_cblas():
-    """The fallback: CBLAS-shaped entry points (column-major only, which ``gemm`` passes)
-    that call scipy's BLAS through Numba's helper library. Compiled at load (~0.5 s), so
-    only when numpy's OpenBLAS is not there."""
-
-    def make(dt):
-        sig = types.void(
-            types.int32, types.int32, types.int32, types.int64, types.int64, types.int64,
-            dt, types.voidptr, types.int64, types.voidptr, types.int64, dt, types.voidptr,
-            types.int64,
-        )  # fmt: skip
-
-        def cblas_gemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-            # CblasTrans is "t", CblasNoTrans "n"
-            tra = 116 if ta == _TRANS else 110
-            trb = 116 if tb == _TRANS else 110
-            _xxgemm(tra, trb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-
-        return numba.cfunc(sig, nopython=True)(cblas_gemm).address
-
-    return {"s": make(types.float32), "d": make(types.float64)}
-
-
-def _bind_gemm():
-    choice = os.environ.get("NAUTOGRAD_BLAS", "numpy").lower()
-    addresses = _numpy_cblas() if choice != "scipy" else None
-    library = "numpy" if addresses else "scipy"
-    if addresses is None:
-        addresses = _scipy_cblas()
-    for k, name in _GEMM_SYMBOLS.items():
-        binding.add_symbol(name, addresses[k])
-    return library
-
-
-# "numpy" or "scipy": whose OpenBLAS the kernels' products (and big forward products) use
-GEMM_LIBRARY = _bind_gemm()
-
-
-def _bind_axpy():
-    """{dtype: ctypes cblas_[sd]axpy(n, alpha, x, incx, y, incy)} of numpy's OpenBLAS when
-    the products run there (its threads are the ones already awake), else empty."""
-    found = _numpy_openblas("axpy") if GEMM_LIBRARY == "numpy" else None
-    if found is None:
-        return {}
-    out = {}
-    for k, dt, c in (("s", np.float32, ctypes.c_float), ("d", np.float64, ctypes.c_double)):
-        f = found[k]
-        f.argtypes = [ctypes.c_int64, c, ctypes.c_void_p, ctypes.c_int64]
-        f.argtypes += [ctypes.c_void_p, ctypes.c_int64]
-        f.restype = None
-        out[np.dtype(dt)] = f
-    return out
-
-
-# y += alpha * x for big contiguous arrays (Tensor.add_/sub_ under no_grad, an SGD update's
-# ``p -= t``; tensor.py AXPY_MIN says from what size): OpenBLAS splits an axpy of more than
-# 10,000 elements over its threads, numpy's loop runs on one
-AXPY = _bind_axpy()
+# Matrix products run in scipy's BLAS, through its public Cython API (the routines Numba's
+# own np.dot calls), bound to symbols of our own when this module loads so that cached
+# kernels find them by name. Large forward products run there too (kernels/linalg.py), so
+# that one BLAS thread pool serves both passes: numpy's and scipy's OpenBLAS each spin a pool
+# of their own, and mixing the two made a 128x784x256 float32 product take 3.4 ms instead of
+# 0.44 ms on 2 cores.
+_GEMM_SYMBOLS = {"s": "nautograd_sgemm", "d": "nautograd_dgemm"}
+for _k, _name in _GEMM_SYMBOLS.items():
+    binding.add_symbol(_name, get_cython_function_address("scipy.linalg.cython_blas", _k + "gemm"))
+_NO_TRANS, _TRANS = ord("N"), ord("T")
 
 
 @intrinsic
-def _cblas_gemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-    """Column-major ``c = alpha * op(a) @ op(b) + beta * c`` (CBLAS, 64-bit sizes) through
-    the symbol bound above for ``c``'s dtype."""
+def _blas_gemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """Column-major ``c = alpha * op(a) @ op(b) + beta * c`` (Fortran BLAS: every argument by
+    address, 32-bit sizes) through the symbol bound above for ``c``'s dtype."""
     dtype = c.dtype
-    fl = ir.FloatType() if dtype == types.float32 else ir.DoubleType()
     name = _GEMM_SYMBOLS["s" if dtype == types.float32 else "d"]
     sig = types.void(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
 
     def codegen(context, builder, signature, args):
-        fnty = ir.FunctionType(
-            ir.VoidType(),
-            [_I32, _I32, _I32, _INTP, _INTP, _INTP, fl, _VOIDP, _INTP]
-            + [_VOIDP, _INTP, fl, _VOIDP, _INTP],
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [_VOIDP] * 13), name
         )
-        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
         a = _CallArgs(context, builder, signature, args)
-        call_args = [ir.Constant(_I32, _COL_MAJOR), a.integer(0, _I32), a.integer(1, _I32)]
-        call_args += [a.integer(2), a.integer(3), a.integer(4), a.cast(5, dtype), a.data(6)]
-        call_args += [a.integer(7), a.data(8), a.integer(9), a.cast(10, dtype), a.data(11)]
-        builder.call(fn, call_args + [a.integer(12)])
+
+        def ref(value):
+            return builder.bitcast(cgutils.alloca_once_value(builder, value), _VOIDP)
+
+        call_args = [ref(a.integer(0, _CHAR)), ref(a.integer(1, _CHAR))]
+        call_args += [ref(a.integer(i, _I32)) for i in (2, 3, 4)]
+        call_args += [ref(a.cast(5, dtype)), a.data(6), ref(a.integer(7, _I32))]
+        call_args += [a.data(8), ref(a.integer(9, _I32)), ref(a.cast(10, dtype)), a.data(11)]
+        builder.call(fn, call_args + [ref(a.integer(12, _I32))])
         return context.get_dummy_value()
 
     return sig, codegen
@@ -438,14 +326,126 @@ def gemm(c, x, y, trans_x, trans_y, beta):
         else:  # y (k, n): c = sum over l of x[l] * y[l, :]
             _axpys(c.reshape(n), y, x.reshape(k), beta)
         return
-    if _gemm.enabled():  # our own products (AVX-512 CPUs, kernels/_gemm.py)
-        _gemm.gemm(c, x, y, trans_x, trans_y, beta)
-        return
     # leading dimensions are the row lengths (BLAS wants them >= 1)
     ty = _TRANS if trans_y else _NO_TRANS
     tx = _TRANS if trans_x else _NO_TRANS
-    _cblas_gemm(ty, tx, n, m, k, 1.0, y, max(1, y.shape[1]), x, max(1, x.shape[1]), beta, c, n)
+    _blas_gemm(ty, tx, n, m, k, 1.0, y, max(1, y.shape[1]), x, max(1, x.shape[1]), beta, c, n)
+
+# ---------------------------------------------------------------------------------------------
+# C entry points: the engine calls every kernel through the address of a ``cfunc`` compiled
+# (or loaded from the cache) the first time a graph needs it, so a first backward compiles
+# only its own kernels and the engine itself never depends on a kernel's code
+# (reference/numba-measured.md 1.4: an address table and an intrinsic call, ~12 ns a node,
+# against ~7 for a compiled ``if`` chain that compiles every kernel with the engine).
+#
+# A backward entry takes ``a``, an int64 array of its arguments' addresses and lengths
+# (``BACKWARD_ARGS``), and two pointers that give the dtypes: ``g`` the node's arena of saved
+# values (its dtype is the node's), ``g2`` any address of the other floating dtype. A lazy
+# (deferred) forward entry takes ``a`` (``LAZY_ARGS``) and the value store ``S``. Entries
+# return 0 (a lazy one: its number of outputs), or -1 when the kernel raised (only a
+# bounds-checked build raises).
+
+_P64, _P32, _PI = types.CPointer(types.float64), types.CPointer(types.float32), types.CPointer(types.int64)
+BACKWARD_SIGS = (types.int64(_PI, _P64, _P32), types.int64(_PI, _P32, _P64))
+LAZY_SIG = types.int64(_PI, _P64)
+# a[k], a[k + 1]: address and length of go, gi, so, sa, ip, fp; a[12]: length of V
+BACKWARD_ARGS = 13
+# a[k], a[k + 1]: address and length of xo, xn, ip, fp, oo, on; a[12], a[13]: k, top;
+# a[14]: length of S
+LAZY_ARGS = 15
 
 
-# (imported last: _gemm takes _ptr_like from here; ``gemm`` above reads it only when compiled)
-from . import _gemm  # noqa: E402
+@intrinsic
+def _ptr_to(typingctx, addr, dtype):
+    """An integer address as a pointer to elements of ``dtype`` (a NumPy scalar class)."""
+    ty = dtype.instance_type
+    sig = types.CPointer(ty)(addr, dtype)
+
+    def codegen(context, builder, signature, args):
+        return builder.inttoptr(args[0], context.get_value_type(types.CPointer(ty)))
+
+    return sig, codegen
+
+
+@numba.njit(inline="always")
+def _ints(A, k):
+    return numba.carray(_ptr_to(A[k], np.int64), (A[k + 1],))
+
+
+@numba.njit(inline="always")
+def _floats(A, k):
+    return numba.carray(_ptr_to(A[k], np.float64), (A[k + 1],))
+
+
+# (the kernel is a global of each entry, bound by ``entry``: passed as an argument, a
+# dispatcher is a Python object the compiled code refers to, which Numba cannot cache)
+def _backward_entry(a, g, g2):
+    A = numba.carray(a, (BACKWARD_ARGS,))
+    G = numba.carray(g, (1,))
+    G2 = numba.carray(g2, (1,))
+    V = numba.carray(g, (A[12],))
+    try:
+        KERNEL_FN(G, G2, _ints(A, 0), _ints(A, 2), V, _ints(A, 4), _ints(A, 6), _ints(A, 8),  # noqa: F821
+                  _floats(A, 10))  # fmt: skip
+    except Exception:  # noqa: BLE001 -- a C entry cannot raise: the engine raises instead
+        return -1
+    return 0
+
+
+def _lazy_entry(a, g):
+    A = numba.carray(a, (LAZY_ARGS,))
+    S = numba.carray(g, (A[14],))
+    try:
+        return KERNEL_FN(S, _ints(A, 0), _ints(A, 2), A[12], A[13], _ints(A, 4), _floats(A, 6),  # noqa: F821
+                         _ints(A, 8), _ints(A, 10))  # fmt: skip
+    except Exception:  # noqa: BLE001
+        return -1
+
+
+def entry(kernel_fn, name, sig):
+    """The ``cfunc`` entry point of ``kernel_fn`` for ``sig`` (one of ``BACKWARD_SIGS`` or
+    ``LAZY_SIG``), compiled now or loaded from the cache. ``name``, unique per kernel (the
+    first op declared with it), names its cache files.
+
+    Each entry is a copy of one of the two templates above with ``KERNEL_FN`` bound in its
+    globals (not a closure: Numba caches closures under a new key in every process)."""
+    template = _lazy_entry if sig is LAZY_SIG else _backward_entry
+    scope = dict(template.__globals__)
+    scope["KERNEL_FN"] = kernel_fn
+    fn = pytypes.FunctionType(template.__code__, scope, name)
+    fn.__qualname__ = name
+    with cache_here():
+        return numba.cfunc(sig, cache=True)(fn)
+
+
+@intrinsic
+def call_address(typingctx, addr, a, g, g2):
+    """Call the C function at ``addr`` with three pointers (``a``, ``g``, ``g2``: integer
+    addresses); returns its int64 result. The engine calls kernel entries through this."""
+    sig = types.int64(addr, a, g, g2)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        ptr = i64.as_pointer()
+        fnty = ir.FunctionType(i64, [ptr, ptr, ptr])
+        values = [context.cast(builder, v, t, types.int64) for v, t in zip(args, signature.args)]
+        fn = builder.inttoptr(values[0], fnty.as_pointer())
+        return builder.call(fn, [builder.inttoptr(v, ptr) for v in values[1:]])
+
+    return sig, codegen
+
+
+@intrinsic
+def call_address2(typingctx, addr, a, g):
+    """``call_address`` for a C function of two pointers (the lazy forwards' entries)."""
+    sig = types.int64(addr, a, g)
+
+    def codegen(context, builder, signature, args):
+        i64 = ir.IntType(64)
+        ptr = i64.as_pointer()
+        fnty = ir.FunctionType(i64, [ptr, ptr])
+        values = [context.cast(builder, v, t, types.int64) for v, t in zip(args, signature.args)]
+        fn = builder.inttoptr(values[0], fnty.as_pointer())
+        return builder.call(fn, [builder.inttoptr(v, ptr) for v in values[1:]])
+
+    return sig, codegen

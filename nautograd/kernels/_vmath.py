@@ -16,13 +16,15 @@ import numpy as np
 from numba import types
 from numba.extending import intrinsic
 
+from .._numba_setup import cached
+
 # FMA contraction only: every result is still the correctly-ordered formula, rounded once
 # less per multiply-add (no reassociation, no finite-math assumptions)
 CONTRACT = {"contract"}
 # the array loops: error_model="numpy" drops the zero-division check (a branch that stopped
 # every loop with a division from vectorising: a sigmoid loop took 7.7-10.5 ms at 10^6 with
 # it, sigmoid_into takes 2.0 ms without; numpy's five-pass sigmoid took 20.8 ms)
-LOOP = dict(nogil=True, cache=True, fastmath=CONTRACT, error_model="numpy")
+LOOP = dict(nogil=True, fastmath=CONTRACT, error_model="numpy")
 
 
 @intrinsic
@@ -107,21 +109,21 @@ def vtanh(x):
     return math.copysign(small if a < 0.625 else big, x)
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def tanh_into(x, out):
     """out = tanh(x), both 1-D."""
     for i in range(x.size):
         out[i] = vtanh(np.float64(x[i]))
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def exp_into(x, out):
     """out = exp(x), both 1-D."""
     for i in range(x.size):
         out[i] = vexp(np.float64(x[i]))
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def sigmoid_into(x, out):
     """out = 1 / (1 + exp(-x)), both 1-D; exp(-|x|) never overflows."""
     for i in range(x.size):
@@ -130,7 +132,7 @@ def sigmoid_into(x, out):
         out[i] = (1.0 if v >= 0 else e) / (1.0 + e)  # (a select, then one division)
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def silu_into(x, out):
     """out = x * sigmoid(x), both 1-D."""
     for i in range(x.size):
@@ -261,19 +263,19 @@ def vgelu_grad(x):
     return vndtr(x) + x * _INV_SQRT_2PI * vexp(-0.5 * x * x)
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def erf_into(x, out):
     for i in range(x.size):
         out[i] = verf(np.float64(x[i]))
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def erfc_into(x, out):
     for i in range(x.size):
         out[i] = verfc(np.float64(x[i]))
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def gelu_into(x, out):
     """out = x Phi(x) (gelu, approximate='none')."""
     for i in range(x.size):

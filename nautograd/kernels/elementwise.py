@@ -4,6 +4,7 @@ functions are in pointwise.py)."""
 import numba
 import numpy as np
 
+from .._numba_setup import cached
 from .._threads import ROWS_MIN, parallel_for
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, scaled_into, view
 from ._shapes import binary_params, nary_params, numel
@@ -232,7 +233,7 @@ def _rows_op(code, a, b):
     return a / b
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def _rows_loop(code, x, y, out, d1, x0, x1, y0, y1, lo, hi):
     # out[i, j] = x[i x0 + j x1] op y[i y0 + j y1] for rows lo..hi; x1, y1 in {0, 1}, not
     # both 0. Row slices indexed from 0 (they vectorise); the code's branch is hoisted

@@ -12,8 +12,8 @@ import string
 import numba
 import numpy as np
 
-from . import _gemm
-from ._jit import GEMM_LIBRARY, KERNEL, assigning, bcast_offsets, gemm, kernel, saved, view
+from .._numba_setup import cached
+from ._jit import KERNEL, assigning, bcast_offsets, gemm, kernel, saved, view
 from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
 from .index import expand as _expand
@@ -57,19 +57,19 @@ def _mm_dims_uncached(op, xs, ys):
     return broadcast_shapes(op, bx, by), m, k, n, bx, by
 
 
-@numba.njit(cache=True, nogil=True)
+@cached(nogil=True)
 def _dot(x, y):
     return np.dot(x, y)
 
 
-# numpy and scipy each ship an OpenBLAS with its own spinning thread pool, and mixing the two
-# made a 128x784x256 float32 product take 3.4 ms instead of 0.44 ms on 2 cores. The backward's
-# products run on numpy's when numpy bundles one (_jit.GEMM_LIBRARY), and then numpy's
-# products are the forward's; with scipy's, large forward products go there too.
-_BLAS_FLOPS = 1 << 16 if GEMM_LIBRARY == "scipy" else None
+# The backward's products run in scipy's BLAS (kernels/_jit.py gemm); forward products of
+# this many multiply-adds or more run there too, so that numpy's OpenBLAS pool and scipy's do
+# not both spin (mixing them made a 128x784x256 float32 product take 3.4 ms instead of
+# 0.44 ms on 2 cores). Smaller ones stay with numpy, whose call costs less.
+_BLAS_FLOPS = 1 << 16
 
 
-@numba.njit(cache=True, nogil=True, error_model="numpy")
+@cached(nogil=True, error_model="numpy")
 def _outer(x, y, result):
     # result[i, j] = x[i] * y[j]: a product with k == 1. numpy's OpenBLAS gemm took 31 us for
     # (256, 1) @ (1, 128) float64 and 955 us at (1000, 1) @ (1, 1000); this loop 2.5 and 70
@@ -89,11 +89,8 @@ def _matmul_forward(x, y, op="matmul"):
             result = np.empty((m, n), x.dtype)
             _outer(np.ascontiguousarray(x.reshape(m)), np.ascontiguousarray(y.reshape(n)), result)
             result = result.reshape((m,) * (x.ndim == 2) + (n,) * (y.ndim == 2))
-        elif _gemm.ENABLED and x.ndim == 2 and y.ndim == 2 and _own_pair(x, y, m, n):
-            result = _gemm.matmul(x, y)
         elif (
-            _BLAS_FLOPS
-            and m * k * n >= _BLAS_FLOPS
+            m * k * n >= _BLAS_FLOPS
             and x.ndim == 2
             and y.ndim == 2
             and x.dtype.kind == "f"
@@ -107,11 +104,10 @@ def _matmul_forward(x, y, op="matmul"):
         list(batch), [broadcast_strides(bx, batch), broadcast_strides(by, batch)]
     )
     ip = (m, k, n, numel(batch), len(cshape), *cshape, *sx, *sy, numel(bx), numel(by))
-    if _gemm.ENABLED and x.ndim >= 2 and y.ndim >= 2 and _own_pair(x, y, m, n):
-        # our products item by item (numpy's batched matmul would wake OpenBLAS's threads
-        # against the products' worker), broadcast operands read in place
+    if m * k * n * numel(batch) >= _BLAS_FLOPS and x.ndim >= 2 and y.ndim >= 2 and _one_float(x, y):
+        # item by item in scipy's BLAS (numpy's batched matmul would wake numpy's pool against
+        # the backward's), broadcast operands read in place
         result = np.empty((*batch, m, n), x.dtype)
-        _gemm.ready(m * k * n)
         _batched_into(
             result.reshape(-1, m, n),
             np.ascontiguousarray(x).reshape(-1, m, k),
@@ -123,12 +119,11 @@ def _matmul_forward(x, y, op="matmul"):
     return result, (x, y), ip, ()
 
 
-def _own_pair(x, y, m, n):
-    """Whether a product of ``x`` and ``y`` goes to our own (kernels/_gemm.py)."""
-    return x.dtype == y.dtype and x.dtype.char in "fd" and m > 1 and n > 1
+def _one_float(x, y):
+    return x.dtype == y.dtype and x.dtype.char in "fd"
 
 
-@numba.njit(cache=True, nogil=True)
+@cached(nogil=True)
 def _batched_into(result, x, y, ip):
     """``result[b] = x[xo[b]] @ y[yo[b]]`` over the broadcast batch (``ip``: matmul's)."""
     B, nd = ip[3], ip[4]

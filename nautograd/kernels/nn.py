@@ -5,6 +5,7 @@ import math
 import numba
 import numpy as np
 
+from .._numba_setup import cached
 from .._threads import MIN_SIZE, parallel_for
 from ._jit import assigning, bcast_offsets, gemm, kernel, parallel, part, saved, view
 from ._shapes import outer_inner, wrap_dim
@@ -27,7 +28,7 @@ def _softmax_loop(x, outer, size, inner, log):
     return result
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def _softmax_rows(xf, out, lo, hi, size, inner, log):
     # y = exp(x - max) / sum(exp(x - max)) along the middle axis of (outer, size, inner);
     # log: x - max - log(sum(exp(x - max))). One compiled pass instead of six numpy calls.
@@ -78,7 +79,7 @@ _SHORT = 16
 _BLOCK = 256  # rows a block of _short_rows (its scratch: _BLOCK * _SHORT float64)
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def _short_rows(xf, out, lo, hi, size, log):
     # _softmax_rows for short contiguous rows: a vector loop over 10 elements is mostly its
     # remainder, so a block of rows stores x - max (float64) in one scratch array, takes the
@@ -379,7 +380,7 @@ def _span(o_lo, o_hi, k, dil, pad, step, n):
     return lo, max(hi, lo)
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def _im2col(x, xo, ip, oh0, oh1, cols, to_cols):
     # to_cols: cols[(c, kh, kw), (oh - oh0, ow)] = x[xo + (c, ih, iw)] (0 in the padding);
     # else the reverse, summed: x[xo + (c, ih, iw)] += cols[...] (col2im)
@@ -437,7 +438,7 @@ def _conv_rows(ip):
     return max(1, min(ip[8], (1 << 15) // max(CgK * ip[9], 1)))
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def _conv_forward_items(x, w, result, ip, lo, hi):
     # result[n] for the batch items n in [lo, hi)
     C, H, W, O, G, KH, KW, OH, OW = ip[1], ip[2], ip[3], ip[4], ip[5], ip[6], ip[7], ip[8], ip[9]

@@ -13,6 +13,7 @@ import numbers
 import numba
 import numpy as np
 
+from .._numba_setup import cached
 from .._threads import elementwise
 from . import _vmath
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
@@ -465,7 +466,7 @@ tanh = _unary("tanh", _vmath.tanh_into, TANH, nn_functional=True, into=True)
 sigmoid = _unary("sigmoid", _vmath.sigmoid_into, SIGMOID, nn_functional=True, into=True)
 
 
-@numba.njit(cache=True, nogil=True)
+@cached(nogil=True)
 def _relu_loop(x):
     # one vectorised pass; NaN passes through as in torch (np.maximum is ~5x slower here)
     out = np.empty_like(x)

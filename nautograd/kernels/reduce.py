@@ -16,6 +16,7 @@ import numbers
 import numba
 import numpy as np
 
+from .._numba_setup import cached
 from .._threads import get_num_threads, parallel_for
 from ._jit import (
     assigning,
@@ -884,7 +885,7 @@ def _logcumsumexp(x, axis):
     return np.logaddexp.accumulate(x, axis=axis)
 
 
-@numba.njit(**LOOP)
+@cached(**LOOP)
 def _cumsum_rows(x, result, size, inner, lo, hi):
     """Cumulative sums of the (outer, size, inner) C-order ``x`` along size, for outer rows
     lo:hi, into ``result`` (both flat). Contiguous scans (inner == 1) accumulate in float64,

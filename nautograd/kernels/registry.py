@@ -28,7 +28,10 @@ no special case; a kernel marked ``_jit.assigning`` may instead store into a buf
 first writer of (``gi[len_inputs + j] == 1``), saving a zero fill and a read.
 """
 
+import contextlib
 import inspect
+import logging
+import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -196,3 +199,105 @@ class Case:
                     v = (p / p.sum(-1, keepdims=True)).astype(dtype)
             kwargs[k] = v
         return arrays, kwargs
+
+
+# ---------------------------------------------------------------------------------------------
+# The compiled kernels' table. Column 0 and 1: the address of an op's backward entry for a
+# float64 and a float32 node; column 2: its lazy (deferred) forward's entry (float64); 0 where
+# not compiled yet. Columns 3 and 4: whether its backward kernel assigns into fresh buffers
+# (kernels/_jit.assigning) and whether it runs in parts (kernels/_jit.parallel). The engine
+# reads it as data, so compiling a kernel, or declaring an op, never recompiles the engine.
+LAZY = 2
+_TABLE = [np.zeros((1, 5), np.int64)]
+_ENTRIES = {}  # (kernel, column) -> its cfunc (kept alive: the table holds its address)
+_LOG = logging.getLogger("nautograd")
+_TOLD = []
+
+
+def kernel_table():
+    """The table (see above), grown to the ops declared so far."""
+    table = _TABLE[0]
+    if len(table) != len(OPS) + 1:
+        grown = np.zeros((len(OPS) + 1, 5), np.int64)
+        grown[: len(table)] = table
+        for op in OPS:
+            if op.backward is not None:
+                grown[op.opcode, 3] = getattr(op.backward, "assigns", False)
+                grown[op.opcode, 4] = getattr(op.backward, "parallel", False)
+        table = _TABLE[0] = grown
+    return table
+
+
+def _tell(what):
+    if not _TOLD:
+        _TOLD.append(True)
+        _LOG.warning(
+            "nautograd: compiling %s for its first use (cached on disk afterwards; "
+            "`python -m nautograd warmup` compiles everything ahead of time)",
+            what,
+        )
+
+
+@contextlib.contextmanager
+def compiling(what):
+    """Say once on stderr (logging) when compiling ``what`` takes more than 1.5 s, so that a
+    first call does not look like a hang."""
+    timer = threading.Timer(1.5, _tell, (what,))
+    timer.daemon = True
+    timer.start()
+    try:
+        yield
+    finally:
+        timer.cancel()
+
+
+def load_kernels(opcodes, column):
+    """Give every op of ``opcodes`` its compiled entry in ``column`` (0, 1: backward for
+    float64, float32; ``LAZY``), compiling or loading from the cache what is missing."""
+    from ._jit import BACKWARD_SIGS, LAZY_SIG, entry
+
+    table = kernel_table()
+    missing = sorted({int(c) for c in opcodes if table[c, column] == 0})
+    if not missing:
+        return
+    with compiling(f"{len(missing)} kernel(s)"):
+        for c in missing:
+            if table[c, column]:
+                continue  # (another op of the same kernel filled it)
+            op = OPS[c - 1]
+            fn = op.lazy[1] if column == LAZY else op.backward
+            if fn is None:
+                raise RuntimeError(f"nautograd: op {op.name} has no compiled kernel to run")
+            cf = _ENTRIES.get((fn, column))
+            if cf is None:
+                sig = LAZY_SIG if column == LAZY else BACKWARD_SIGS[column]
+                cf = _ENTRIES[fn, column] = entry(fn, _entry_name(op, column), sig)
+            for other in OPS:
+                same = other.lazy[1] if column == LAZY and other.lazy else other.backward
+                if same is fn:
+                    table[other.opcode, column] = cf.address
+
+
+def _entry_name(op, column):
+    return f"{('backward64', 'backward32', 'lazy')[column]}_{op.name}"
+
+
+def entry_names():
+    """The names of every kernel's entry points (the first op declared with each kernel
+    names it; they name the entries' cache files)."""
+    names, seen = set(), set()
+    for op in OPS:
+        for column, fn in ((0, op.backward), (1, op.backward), (LAZY, op.lazy and op.lazy[1])):
+            if fn is not None and (fn, column) not in seen:
+                seen.add((fn, column))
+                names.add(_entry_name(op, column))
+    return names
+
+
+def load_all():
+    """Compile (or load) every kernel's entries (``warmup``)."""
+    table = kernel_table()
+    for column in (0, 1):
+        load_kernels([op.opcode for op in OPS if op.backward is not None], column)
+    load_kernels([op.opcode for op in OPS if op.lazy is not None], LAZY)
+    return table
