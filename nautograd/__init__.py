@@ -6,8 +6,8 @@ y = (x.exp() * x).sum()
 y.backward()            # x.grad
 """
 
-from . import _numba_setup  # noqa: F401  (cache directory before any cached module)
 from . import (
+    _numba_setup,  # noqa: F401  (cache directory before any cached module)
     autograd,  # noqa: E402  (autograd before tensor: see tensor.py imports)
     linalg,  # noqa: E402
     nn,  # noqa: E402

@@ -17,6 +17,7 @@ resolves a cache's directory when the function is decorated, so the decorator se
 import contextlib
 import hashlib
 import os
+import re
 import shutil
 import tempfile
 import threading
@@ -37,12 +38,22 @@ def _writable(path):
 PACKAGE = os.path.dirname(os.path.abspath(__file__))
 
 
+# a file with compiled code: it imports Numba or declares kernels or cached functions
+_COMPILED = re.compile(r"^(import numba|from numba|@kernel|@cached|@numba)", re.MULTILINE)
+
+
 def compiled_sources():
-    """The files nautograd's compiled functions are compiled from."""
-    files = [os.path.join(PACKAGE, "_threads.py"), os.path.abspath(__file__)]
+    """The files nautograd's compiled functions are compiled from: those of ``kernels/`` and
+    ``graph/`` with compiled code (pure-Python files such as the op registry are not: editing
+    them recompiles nothing), and ``_threads.py``, whose thresholds compiled code reads."""
+    files = [os.path.join(PACKAGE, "_threads.py")]
     for sub in ("kernels", "graph"):
         d = os.path.join(PACKAGE, sub)
-        files += sorted(os.path.join(d, f) for f in os.listdir(d) if f.endswith(".py"))
+        for f in sorted(os.listdir(d)):
+            if f.endswith(".py"):
+                with open(os.path.join(d, f)) as fh:
+                    if _COMPILED.search(fh.read()):
+                        files.append(os.path.join(d, f))
     return files
 
 

@@ -24,6 +24,7 @@ ROWS_MIN = 1 << 19
 _state = {"threads": None, "pool": None}
 _lock = threading.Lock()
 
+
 def _default_threads():
     for var in ("NAUTOGRAD_NUM_THREADS", "OMP_NUM_THREADS"):
         v = os.environ.get(var, "")

@@ -11,6 +11,7 @@ import os
 import sys
 import time
 
+
 def _progress(total, desc, quiet=False):
     """A tqdm progress bar on stderr (none when quiet or when stderr is not a terminal)."""
     from tqdm import tqdm
@@ -78,9 +79,7 @@ def _print_info():
     for k, v in d.items():
         print(f"{k:<{width}}  {v}")
     if not d["cache_warm"]:
-        print(
-            "\nkernels compile on first use; `python -m nautograd warmup` compiles them all"
-        )
+        print("\nkernels compile on first use; `python -m nautograd warmup` compiles them all")
 
 
 # ---------------------------------------------------------------------------------------------

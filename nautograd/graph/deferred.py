@@ -26,12 +26,10 @@ Rows (int64, flat):
                                           elements it writes)
 """
 
-import numba
 import numpy as np
 
 from .._numba_setup import cached
-from ..kernels._jit import KERNEL, LAZY_ARGS, call_address2
-from ..kernels.registry import LAZY
+from ..kernels._jit import KERNEL, LAZY, LAZY_ARGS, call_address2
 from .tape import ACC, HAS_SAVED
 
 OK = 0

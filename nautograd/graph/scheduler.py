@@ -71,12 +71,12 @@ def prepare(
     nodes on a path from a root to a target run (``inputs=`` / ``grad()``; PyTorch's
     exec_info); targets get buffers so their gradients can be captured.
 
-    Returns (state, buf_off, n64, n32, tails, leaves, need): ``state[i]`` is 1 for a node that runs, 2 for
-    a target that does not run, 0 otherwise; ``buf_off[out_ptr[i] + k]`` the offset of the
-    buffer of node i's output k in the arena of node i's dtype (-1: none); ``n64``/``n32``
-    the sizes the gradient arenas need; ``tails`` where the AccumulateGrad buffers start;
-    ``leaves`` the AccumulateGrad nodes that run; ``need`` how many nodes that run have no
-    compiled kernel in ``table`` yet (kernels/registry.py ``kernel_table``).
+    Returns (state, buf_off, n64, n32, tails, leaves, need): ``state[i]`` is 1 for a node
+    that runs, 2 for a target that does not run, 0 otherwise; ``buf_off[out_ptr[i] + k]``
+    the offset of the buffer of node i's output k in the arena of node i's dtype (-1: none);
+    ``n64``/``n32`` the sizes the gradient arenas need; ``tails`` where the AccumulateGrad
+    buffers start; ``leaves`` the AccumulateGrad nodes that run; ``need`` how many nodes
+    that run have no compiled kernel in ``table`` yet (kernels/registry.py).
     """
     top = -1
     for r in roots:

@@ -31,12 +31,10 @@ touching the tensors.
 import ctypes
 import os
 import struct
-import sys
 import threading
 import traceback
 import weakref
 
-import numba
 import numpy as np
 
 from .._numba_setup import cached

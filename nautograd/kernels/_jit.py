@@ -331,6 +331,7 @@ def gemm(c, x, y, trans_x, trans_y, beta):
     tx = _TRANS if trans_x else _NO_TRANS
     _blas_gemm(ty, tx, n, m, k, 1.0, y, max(1, y.shape[1]), x, max(1, x.shape[1]), beta, c, n)
 
+
 # ---------------------------------------------------------------------------------------------
 # C entry points: the engine calls every kernel through the address of a ``cfunc`` compiled
 # (or loaded from the cache) the first time a graph needs it, so a first backward compiles
@@ -345,9 +346,14 @@ def gemm(c, x, y, trans_x, trans_y, beta):
 # return 0 (a lazy one: its number of outputs), or -1 when the kernel raised (only a
 # bounds-checked build raises).
 
-_P64, _P32, _PI = types.CPointer(types.float64), types.CPointer(types.float32), types.CPointer(types.int64)
+_P64, _P32, _PI = (
+    types.CPointer(types.float64),
+    types.CPointer(types.float32),
+    types.CPointer(types.int64),
+)
 BACKWARD_SIGS = (types.int64(_PI, _P64, _P32), types.int64(_PI, _P32, _P64))
 LAZY_SIG = types.int64(_PI, _P64)
+LAZY = 2  # the kernel table's column of lazy entries (kernels/registry.py kernel_table)
 # a[k], a[k + 1]: address and length of go, gi, so, sa, ip, fp; a[12]: length of V
 BACKWARD_ARGS = 13
 # a[k], a[k + 1]: address and length of xo, xn, ip, fp, oo, on; a[12], a[13]: k, top;
@@ -418,34 +424,26 @@ def entry(kernel_fn, name, sig):
         return numba.cfunc(sig, cache=True)(fn)
 
 
+def _indirect_call(context, builder, signature, args):
+    """Call the C function whose address is ``args[0]`` with the others as pointers."""
+    i64 = ir.IntType(64)
+    ptr = i64.as_pointer()
+    values = [
+        context.cast(builder, v, t, types.int64) for v, t in zip(args, signature.args, strict=True)
+    ]
+    fnty = ir.FunctionType(i64, [ptr] * (len(values) - 1))
+    fn = builder.inttoptr(values[0], fnty.as_pointer())
+    return builder.call(fn, [builder.inttoptr(v, ptr) for v in values[1:]])
+
+
 @intrinsic
 def call_address(typingctx, addr, a, g, g2):
     """Call the C function at ``addr`` with three pointers (``a``, ``g``, ``g2``: integer
     addresses); returns its int64 result. The engine calls kernel entries through this."""
-    sig = types.int64(addr, a, g, g2)
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        ptr = i64.as_pointer()
-        fnty = ir.FunctionType(i64, [ptr, ptr, ptr])
-        values = [context.cast(builder, v, t, types.int64) for v, t in zip(args, signature.args)]
-        fn = builder.inttoptr(values[0], fnty.as_pointer())
-        return builder.call(fn, [builder.inttoptr(v, ptr) for v in values[1:]])
-
-    return sig, codegen
+    return types.int64(addr, a, g, g2), _indirect_call
 
 
 @intrinsic
 def call_address2(typingctx, addr, a, g):
     """``call_address`` for a C function of two pointers (the lazy forwards' entries)."""
-    sig = types.int64(addr, a, g)
-
-    def codegen(context, builder, signature, args):
-        i64 = ir.IntType(64)
-        ptr = i64.as_pointer()
-        fnty = ir.FunctionType(i64, [ptr, ptr])
-        values = [context.cast(builder, v, t, types.int64) for v, t in zip(args, signature.args)]
-        fn = builder.inttoptr(values[0], fnty.as_pointer())
-        return builder.call(fn, [builder.inttoptr(v, ptr) for v in values[1:]])
-
-    return sig, codegen
+    return types.int64(addr, a, g), _indirect_call

@@ -89,12 +89,7 @@ def _matmul_forward(x, y, op="matmul"):
             result = np.empty((m, n), x.dtype)
             _outer(np.ascontiguousarray(x.reshape(m)), np.ascontiguousarray(y.reshape(n)), result)
             result = result.reshape((m,) * (x.ndim == 2) + (n,) * (y.ndim == 2))
-        elif (
-            m * k * n >= _BLAS_FLOPS
-            and x.ndim == 2
-            and y.ndim == 2
-            and x.dtype.kind == "f"
-        ):
+        elif m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2 and x.dtype.kind == "f":
             result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
         else:
             result = np.matmul(x, y)

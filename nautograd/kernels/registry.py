@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ._jit import LAZY  # the kernel table's lazy column
+
 OPS = []
 OP_BY_NAME = {}
 COMPOSITES = []  # functions written with other ops (no kernel, no opcode): losses, conv, ...
@@ -207,7 +209,6 @@ class Case:
 # not compiled yet. Columns 3 and 4: whether its backward kernel assigns into fresh buffers
 # (kernels/_jit.assigning) and whether it runs in parts (kernels/_jit.parallel). The engine
 # reads it as data, so compiling a kernel, or declaring an op, never recompiles the engine.
-LAZY = 2
 _TABLE = [np.zeros((1, 5), np.int64)]
 _ENTRIES = {}  # (kernel, column) -> its cfunc (kept alive: the table holds its address)
 _LOG = logging.getLogger("nautograd")
@@ -269,13 +270,19 @@ def load_kernels(opcodes, column):
             if fn is None:
                 raise RuntimeError(f"nautograd: op {op.name} has no compiled kernel to run")
             cf = _ENTRIES.get((fn, column))
+            sharing = [o for o in OPS if _kernel_of(o, column) is fn]
             if cf is None:
                 sig = LAZY_SIG if column == LAZY else BACKWARD_SIGS[column]
-                cf = _ENTRIES[fn, column] = entry(fn, _entry_name(op, column), sig)
-            for other in OPS:
-                same = other.lazy[1] if column == LAZY and other.lazy else other.backward
-                if same is fn:
-                    table[other.opcode, column] = cf.address
+                # (named after the first op declared with the kernel, whichever loads it)
+                cf = _ENTRIES[fn, column] = entry(fn, _entry_name(sharing[0], column), sig)
+            for other in sharing:
+                table[other.opcode, column] = cf.address
+
+
+def _kernel_of(op, column):
+    if column == LAZY:
+        return op.lazy[1] if op.lazy is not None else None
+    return op.backward
 
 
 def _entry_name(op, column):
@@ -287,7 +294,8 @@ def entry_names():
     names it; they name the entries' cache files)."""
     names, seen = set(), set()
     for op in OPS:
-        for column, fn in ((0, op.backward), (1, op.backward), (LAZY, op.lazy and op.lazy[1])):
+        for column in (0, 1, LAZY):
+            fn = _kernel_of(op, column)
             if fn is not None and (fn, column) not in seen:
                 seen.add((fn, column))
                 names.add(_entry_name(op, column))
