@@ -1,10 +1,10 @@
 """Unary functions (math, activations, rounding), more binary ops, three-operand ops, and
 logical tests.
 
-Unary ops here share one backward kernel: ``grad_x += grad * d(code, x, result, p0, p1)``
-where ``code`` (ip[1]) selects the derivative formula in ``_d``. One kernel instead of one
-per op keeps the engine's compile time flat as ops are added (each separately compiled
-kernel costs ~0.5 s per dtype, DESIGN-NOTES.md "Compile time").
+Each unary op is one ``unary(...)`` declaration: its forward, its derivative as a scalar
+expression (kernels/scalar.py), what its node saves, and its deferred forward. Its backward
+kernel, its create_graph formula and its deferred kernel are derived from that; kernels
+compile one by one when first used (kernels/registry.py ``load_kernels``).
 """
 
 import math
@@ -16,43 +16,264 @@ import numpy as np
 from .._numba_setup import cached
 from .._threads import elementwise
 from . import _vmath
+from . import scalar as m
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
 from ._shapes import binary_params, nary_params
 from .elementwise import _BINARY_CASES, _binary_op, add, broadcast_formula, to_copy
-from .registry import Case, attributes_of, defop, formula_of
+from .registry import Case, attributes_of, defop
 
-# derivative formula codes (compile-time constants inside _d)
-(
-    TANH, SOFTPLUS, EXP, RELU, SIGMOID, NEG, ABS, SQRT, LOG, LOG1P, EXPM1, SIN, COS, POW_SCALAR,
-    RPOW, CLAMP, RECIPROCAL, RSQRT, SQUARE, EXP2, LOG2, LOG10, TAN, ASIN, ACOS, ATAN, SINH, COSH,
-    ASINH, ACOSH, ATANH, ERF, ERFC, GELU, GELU_TANH, SILU, ELU, LEAKY_RELU, HARDTANH, FINITE, ZERO,
-) = range(41)  # fmt: skip
-
-# What each formula reads, as torch saves it: the result (tanh, exp, sigmoid, relu, ...), the
-# input (everything else), or nothing (neg, and ZERO for piecewise-constant ops). A node saves
-# that one value, so changing the other in place (under no_grad) does not invalidate the
-# graph, as in torch, and saving costs one value instead of two.
-_RESULT_CODES = frozenset(
-    (TANH, EXP, RELU, SIGMOID, SQRT, EXPM1, RPOW, RECIPROCAL, RSQRT, EXP2, TAN)
-)
-_NOTHING_CODES = frozenset((NEG, ZERO))
-
-
-def _saved_of(code, x, result):
-    """The saved values of a unary node of formula ``code``: (result,), (x,) or ()."""
-    if code in _RESULT_CODES:
-        return (result,)
-    if code in _NOTHING_CODES:
-        return ()
-    return (x,)
-
+# ---------------------------------------------------------------------------------------------
+# unary ops. Each is declared once by ``unary``: its eager forward, its derivative ``d(x, r,
+# p0, p1)`` written in the scalar vocabulary (kernels/scalar.py: compiled into the op's own
+# backward kernel, and evaluated on tensors for create_graph), what its node saves (the
+# input ``x``, the result ``r`` or nothing, as torch saves it: changing the other in place
+# under no_grad leaves the graph valid) and, for the deferred forward, its scalar forward.
 
 _LN2 = math.log(2.0)
 _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
+
+
+def _unary_kernel(d, saves, select):
+    """The backward kernel of one unary op: ``grad_x (+)= grad * d(x, r, p0, p1)``, one loop
+    the compiler specialises to ``d`` (LLVM vectorises the simple ones). ``select``: where
+    ``d`` is 0 no gradient passes at all, not ``0 * grad`` (NaN for a NaN gradient), as
+    torch's masked backwards (relu, clamp, hardtanh, the step functions)."""
+    reads = saves is not None
+
+    @parallel
+    @assigning
+    @kernel
+    def backward(G, G2, go, gi, V, so, sa, ip, fp):
+        # ip = (n,), fp = (p0, p1); gi[1]: store instead of add (the buffer is fresh, see
+        # _jit.assigning); gi[2], gi[3]: part p of P (see _jit.parallel)
+        if gi[0] < 0:
+            return
+        lo, hi = part(gi, 1, ip[0])
+        n = hi - lo
+        grad_x = view(G, gi[0] + lo, n)
+        g = view(G, go[0] + lo, n)
+        p0 = fp[0]
+        p1 = fp[1]
+        # the one saved value is x or r, as ``d`` reads (``saves``); d gets it as both
+        v = saved(V, so, sa, 0, hi)[lo:] if reads else g
+        if gi[1] == 1:
+            for i in range(n):
+                dv = d(v[i], v[i], p0, p1)
+                grad_x[i] = (0.0 if dv == 0.0 else g[i] * dv) if select else g[i] * dv
+        else:
+            for i in range(n):
+                dv = d(v[i], v[i], p0, p1)
+                grad_x[i] += (0.0 if dv == 0.0 else g[i] * dv) if select else g[i] * dv
+
+    return backward
+
+
+def _unary_formula(d, saves, zero):
+    """create_graph: the same ``d`` on the node's saved tensor, attached to the graph."""
+
+    def formula(ctx, grad):
+        if zero:
+            return (ctx.constant(np.zeros(ctx.input_shapes[0])),)
+        x = ctx.input(0, 0) if saves == "x" else None
+        r = ctx.output(0, 0) if saves == "result" else None
+        p0, p1 = ctx.fp
+        dv = d(x, r, p0, p1)
+        if hasattr(dv, "dtype") and dv.dtype != grad.dtype:
+            dv = dv.to(grad.dtype)  # (a where of two numbers is of the default dtype)
+        return (grad * dv,)
+
+    return formula
+
+
+def _unary_lazy(f):
+    """The deferred forward (graph/deferred.py) of one unary op: ``r = f(x, p0, p1)``."""
+
+    @kernel
+    def forward(S, xo, xn, k, top, ip, fp, oo, on):
+        n = ip[0]
+        x0 = xo[0]
+        p0 = fp[0]
+        p1 = fp[1]
+        # (slices indexed from 0: no negative-index branch, and LLVM vectorises the loop)
+        src = S[x0 : x0 + n]
+        dst = S[top : top + n]
+        for i in range(n):
+            dst[i] = f(src[i], p0, p1)
+        oo[0] = top
+        on[0] = n
+        return 1
+
+    return forward
+
+
+def _compiled(fn):
+    return numba.njit(inline="always", error_model="numpy")(fn)
+
+
+def _zero_d(x, r, p0, p1):
+    return 0.0
+
+
+def unary(
+    name,
+    forward,
+    d,
+    saves="x",
+    select=False,
+    lazy=None,
+    params=None,
+    low=-2.0,
+    high=2.0,
+    cases=None,
+    into=False,
+    **kw,
+):
+    """Declare a unary op: ``result = forward(x, **kwargs)``, ``params(**kwargs) -> (p0,
+    p1)`` its float attributes; ``d`` its derivative (see above), ``saves`` "x", "result" or
+    None, ``select`` as in ``_unary_kernel``; ``lazy(x, p0, p1)``: its scalar forward for the
+    deferred batch (ops with attributes that ``params`` maps need none: they run eagerly).
+    ``forward`` may instead take its attributes and return the whole forward protocol
+    (``params`` is then ``"own"``).
+
+    ``into=True``: ``forward(x_flat, out_flat)`` is a compiled loop writing the result (see
+    kernels/_vmath.py); such ops take no attributes (their inputs are always floating).
+    """
+
+    def _saved(x, result):
+        return (x,) if saves == "x" else (result,) if saves == "result" else ()
+
+    if params == "own":
+        fwd = forward
+    else:
+
+        def fwd(x, **kwargs):
+            if into:
+                result = elementwise(forward, x, into=True)
+            else:
+                fx = (lambda chunk: forward(chunk, **kwargs)) if kwargs else forward
+                result = np.asarray(elementwise(fx, x), dtype=x.dtype)
+            p = params(**kwargs) if params else (0.0, 0.0)
+            return result, _saved(x, result), (result.size,), p
+
+        fwd.__name__ = name
+        if params is not None:
+            attributes_of(fwd, params, skip=0)
+    if cases is None:
+        cases = [Case(((3, 4),), low=low, high=high), Case(((),), low=low, high=high)]
+    kw.setdefault("methods", (name,))
+    if lazy is not None:
+        mask = (1 << 16) if saves == "result" else (0 if saves is None else 1)
+        kw["lazy"] = (_unary_spec(mask, kw.pop("lazy_spec", None)), _unary_lazy(_compiled(lazy)))
+    zero = d is _zero_d
+    op = defop(
+        name,
+        fwd,
+        _unary_kernel(_compiled(d), saves, select or zero),
+        cases=cases,
+        formula=_unary_formula(d, saves, zero),
+        **kw,
+    )
+    op.d = d  # (the derivative, for forward-mode rules and tests)
+    return op
+
+
+def _unary_spec(mask, params):
+    """The deferred forward's spec: no attributes, or those ``params(kwargs)`` maps."""
+
+    def spec(shapes, kwargs):
+        if kwargs and params is None:
+            return None
+        p = (0.0, 0.0) if not kwargs else params(kwargs)
+        if p is None:
+            return None
+        (shape,) = shapes
+        n = math.prod(shape)
+        return shape, (n,), p, mask, n
+
+    return spec
+
+
+neg = unary(
+    "neg",
+    np.negative,
+    lambda x, r, p0, p1: -1.0,
+    saves=None,
+    lazy=lambda x, p0, p1: -x,
+    dunders=("__neg__",),
+    methods=("neg", "negative"),
+    int_ok=True,
+)
+abs_ = unary(
+    "abs",
+    np.abs,
+    lambda x, r, p0, p1: m.where(x > 0.0, 1.0, m.where(x < 0.0, -1.0, 0.0)),
+    lazy=lambda x, p0, p1: abs(x),
+    dunders=("__abs__",),
+    int_ok=True,
+)
+sqrt = unary(
+    "sqrt",
+    np.sqrt,
+    lambda x, r, p0, p1: 0.5 / r,
+    saves="result",
+    lazy=lambda x, p0, p1: np.sqrt(x),
+    low=0.1,
+    high=3.0,
+)
+exp = unary(
+    "exp",
+    _vmath.exp_into,
+    lambda x, r, p0, p1: r,
+    saves="result",
+    lazy=lambda x, p0, p1: np.exp(x),
+    into=True,
+)
+log = unary(
+    "log",
+    np.log,
+    lambda x, r, p0, p1: 1.0 / x,
+    lazy=lambda x, p0, p1: np.log(x),
+    low=0.1,
+    high=3.0,
+)
+log1p = unary(
+    "log1p",
+    np.log1p,
+    lambda x, r, p0, p1: 1.0 / (1.0 + x),
+    lazy=lambda x, p0, p1: np.log1p(x),
+    low=-0.9,
+    high=3.0,
+)
+expm1 = unary(
+    "expm1",
+    np.expm1,
+    lambda x, r, p0, p1: r + 1.0,
+    saves="result",
+    lazy=lambda x, p0, p1: np.expm1(x),
+)
+sin = unary("sin", np.sin, lambda x, r, p0, p1: m.cos(x), lazy=lambda x, p0, p1: np.sin(x))
+cos = unary("cos", np.cos, lambda x, r, p0, p1: -m.sin(x), lazy=lambda x, p0, p1: np.cos(x))
+tanh = unary(
+    "tanh",
+    _vmath.tanh_into,
+    lambda x, r, p0, p1: 1.0 - r * r,
+    saves="result",
+    lazy=lambda x, p0, p1: _vmath.vtanh(x),  # (as the eager forward's tanh_into)
+    nn_functional=True,
+    into=True,
+)
+sigmoid = unary(
+    "sigmoid",
+    _vmath.sigmoid_into,
+    lambda x, r, p0, p1: r * (1.0 - r),
+    saves="result",
+    lazy=lambda x, p0, p1: _sigmoid1(x),
+    nn_functional=True,
+    into=True,
+)
 
 
 @numba.njit(inline="always")
@@ -71,399 +292,6 @@ def _softplus1(v, beta, threshold):
     z = v * beta
     r = (max(z, 0.0) + math.log1p(_vmath.vexp(-abs(z)))) / beta
     return v if z > threshold else r
-
-
-@numba.njit(inline="always")
-def _d(code, x, result, p0, p1):
-    """d result / d x for the op ``code`` (p0, p1: the op's float attributes)."""
-    if code == TANH:
-        return 1.0 - result * result
-    elif code == SOFTPLUS:
-        # p0 = beta, p1 = threshold; d/dx log1p(exp(beta x))/beta = sigmoid(beta x)
-        z = x * p0
-        if z > p1:
-            return 1.0
-        return _sigmoid1(z)
-    elif code == EXP:
-        return result
-    elif code == RELU:
-        # torch: threshold_backward(grad, result, 0): no gradient where result <= 0 (a NaN
-        # result passes it)
-        return 0.0 if result <= 0 else 1.0
-    elif code == SIGMOID:
-        return result * (1.0 - result)
-    elif code == NEG:
-        return -1.0
-    elif code == ABS:
-        return 1.0 if x > 0 else (-1.0 if x < 0 else 0.0)
-    elif code == SQRT:
-        return 0.5 / result
-    elif code == LOG:
-        return 1.0 / x
-    elif code == LOG1P:
-        return 1.0 / (1.0 + x)
-    elif code == EXPM1:
-        return result + 1.0
-    elif code == SIN:
-        return math.cos(x)
-    elif code == COS:
-        return -math.sin(x)
-    elif code == POW_SCALAR:
-        # d/dx x**c = c x**(c-1); torch gives exactly 0 for c == 0
-        if p0 == 0.0:
-            return 0.0
-        return p0 * x ** (p0 - 1.0)
-    elif code == RPOW:
-        # d/dy a**y = a**y log(a); p0 = a. torch: 0 where a == 0 and y >= 0 (where the
-        # result is 0 or 1; 0 * log 0 would be NaN)
-        if p0 == 0.0 and (result == 0.0 or result == 1.0):
-            return 0.0
-        return result * math.log(p0)
-    elif code == CLAMP:
-        # torch: the gradient passes where min <= x <= max (both ends inclusive)
-        return 1.0 if (x >= p0 and x <= p1) else 0.0
-    elif code == RECIPROCAL:
-        return -result * result
-    elif code == RSQRT:
-        return -0.5 * result * result * result
-    elif code == SQUARE:
-        return 2.0 * x
-    elif code == EXP2:
-        return result * _LN2
-    elif code == LOG2:
-        return 1.0 / (x * _LN2)
-    elif code == LOG10:
-        return 1.0 / (x * _LN10)
-    elif code == TAN:
-        return 1.0 + result * result
-    elif code == ASIN:
-        return 1.0 / math.sqrt(1.0 - x * x)
-    elif code == ACOS:
-        return -1.0 / math.sqrt(1.0 - x * x)
-    elif code == ATAN:
-        return 1.0 / (1.0 + x * x)
-    elif code == SINH:
-        return math.cosh(x)
-    elif code == COSH:
-        return math.sinh(x)
-    elif code == ASINH:
-        return 1.0 / math.sqrt(x * x + 1.0)
-    elif code == ACOSH:
-        return 1.0 / math.sqrt((x - 1.0) * (x + 1.0))
-    elif code == ATANH:
-        return 1.0 / (1.0 - x * x)
-    elif code == ERF:
-        return _TWO_OVER_SQRT_PI * math.exp(-x * x)
-    elif code == ERFC:
-        return -_TWO_OVER_SQRT_PI * math.exp(-x * x)
-    elif code == GELU:
-        # x Phi(x): Phi(x) + x phi(x)
-        return _vmath.vgelu_grad(x)
-    elif code == GELU_TANH:
-        # 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + c x^3)
-        t = math.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
-        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
-        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
-    elif code == SILU:
-        e = _vmath.vexp(-abs(x))
-        s = (1.0 if x >= 0 else e) / (1.0 + e)
-        return s * (1.0 + x * (1.0 - s))
-    elif code == ELU:
-        # p0 = alpha: alpha (exp(x) - 1) for x <= 0
-        # (NaN: NaN, as torch's vectorised loop, which takes all but a tensor's last few
-        # elements; its scalar loop gives 1 there)
-        return 1.0 if x > 0 else p0 * math.exp(x)
-    elif code == LEAKY_RELU:
-        return 1.0 if x > 0 else p0
-    elif code == HARDTANH:
-        # torch: zero at and beyond both ends (and at NaN, as its vectorised loop)
-        return 1.0 if (x > p0 and x < p1) else 0.0
-    elif code == FINITE:  # nan_to_num: the gradient passes where x is finite
-        return 1.0 if math.isfinite(x) else 0.0
-    return 0.0
-
-
-@parallel
-@assigning
-@kernel
-def unary_backward(G, G2, go, gi, V, so, sa, ip, fp):
-    # ip = (n, code), fp = (p0, p1); one saved value: the result or x, as the formula reads
-    # (_RESULT_CODES), none for NEG and ZERO.
-    # gi[1]: store instead of add (the buffer is fresh, see _jit.assigning)
-    # gi[2], gi[3]: part p of P (elements lo:hi of every operand, see _jit.parallel)
-    code = ip[1]
-    if gi[0] < 0:
-        return
-    lo, hi = part(gi, 1, ip[0])
-    n = hi - lo
-    grad_x = view(G, gi[0] + lo, n)
-    assign = gi[1] == 1
-    if code == ZERO:
-        if assign:
-            grad_x[:] = 0
-        return
-    g = view(G, go[0] + lo, n)
-    if code == NEG:
-        if assign:
-            for i in range(n):
-                grad_x[i] = -g[i]
-        else:
-            for i in range(n):
-                grad_x[i] -= g[i]
-        return
-    # the one saved value is x or result, as the code's formula reads (_saved_of)
-    x = saved(V, so, sa, 0, hi)[lo:]
-    result = x
-    # the commonest formulas get loops of their own, written out: LLVM vectorises them and
-    # they read only what they need (the generic loop's per-element switch does neither).
-    # Not via _d with a constant code: inlining _d's 41 branches into each loop doubled the
-    # engine's compile time.
-    if code == EXP:
-        if assign:
-            for i in range(n):
-                grad_x[i] = g[i] * result[i]
-        else:
-            for i in range(n):
-                grad_x[i] += g[i] * result[i]
-    elif code == TANH:
-        if assign:
-            for i in range(n):
-                grad_x[i] = g[i] * (1.0 - result[i] * result[i])
-        else:
-            for i in range(n):
-                grad_x[i] += g[i] * (1.0 - result[i] * result[i])
-    elif code == SIGMOID:
-        if assign:
-            for i in range(n):
-                grad_x[i] = g[i] * (result[i] * (1.0 - result[i]))
-        else:
-            for i in range(n):
-                grad_x[i] += g[i] * (result[i] * (1.0 - result[i]))
-    elif code == RELU:
-        # the generic loop's per-element switch took 6.5 ns an element; this loop vectorises:
-        # relu(x).sum() backward at 131072 float32, 0.97 -> 0.18 ms (0.12 ms of it fixed)
-        if assign:
-            for i in range(n):
-                grad_x[i] = 0.0 if result[i] <= 0 else g[i]
-        else:
-            for i in range(n):
-                grad_x[i] += 0.0 if result[i] <= 0 else g[i]
-    elif code == GELU:
-        if assign:
-            for i in range(n):
-                grad_x[i] = g[i] * _vmath.vgelu_grad(x[i])
-        else:
-            for i in range(n):
-                grad_x[i] += g[i] * _vmath.vgelu_grad(x[i])
-    else:
-        p0 = fp[0]
-        p1 = fp[1]
-        # clamp and hardtanh select (torch's where): outside the range no gradient at all,
-        # not 0 * grad (NaN for a NaN gradient)
-        select = code == CLAMP or code == HARDTANH
-        if assign:
-            for i in range(n):
-                d = _d(code, x[i], result[i], p0, p1)
-                grad_x[i] = 0.0 if select and d == 0.0 else g[i] * d
-        else:
-            for i in range(n):
-                d = _d(code, x[i], result[i], p0, p1)
-                grad_x[i] += 0.0 if select and d == 0.0 else g[i] * d
-
-
-# d result / d x in nautograd ops for each code (x, r = result: tensors attached to the
-# graph; p0, p1: the float attributes); the same formulas as ``_d``. A piecewise-linear
-# function's derivative is a constant (``ctx.constant`` of a mask).
-_FORMULAS = {
-    TANH: lambda ctx, x, r, p0, p1: 1.0 - r * r,
-    SOFTPLUS: lambda ctx, x, r, p0, p1: ctx.ng.where(
-        x._data * p0 > p1, ctx.constant(1.0), ctx.ng.sigmoid(x * p0)
-    ),
-    EXP: lambda ctx, x, r, p0, p1: r,
-    RELU: lambda ctx, x, r, p0, p1: ctx.constant(~(r._data <= 0)),
-    SIGMOID: lambda ctx, x, r, p0, p1: r * (1.0 - r),
-    NEG: lambda ctx, x, r, p0, p1: -1.0,
-    ABS: lambda ctx, x, r, p0, p1: ctx.constant(np.sign(x._data)),
-    SQRT: lambda ctx, x, r, p0, p1: 0.5 / r,
-    LOG: lambda ctx, x, r, p0, p1: 1.0 / x,
-    LOG1P: lambda ctx, x, r, p0, p1: 1.0 / (1.0 + x),
-    EXPM1: lambda ctx, x, r, p0, p1: r + 1.0,
-    SIN: lambda ctx, x, r, p0, p1: x.cos(),
-    COS: lambda ctx, x, r, p0, p1: -x.sin(),
-    POW_SCALAR: lambda ctx, x, r, p0, p1: 0.0 if p0 == 0.0 else p0 * x ** (p0 - 1.0),
-    RPOW: lambda ctx, x, r, p0, p1: (
-        ctx.constant(np.where((r._data == 0) | (r._data == 1), 0.0, -np.inf))
-        if p0 == 0.0
-        else r * math.log(p0)
-    ),
-    CLAMP: lambda ctx, x, r, p0, p1: ctx.constant((x._data >= p0) & (x._data <= p1)),
-    RECIPROCAL: lambda ctx, x, r, p0, p1: -(r * r),
-    RSQRT: lambda ctx, x, r, p0, p1: -0.5 * r * r * r,
-    SQUARE: lambda ctx, x, r, p0, p1: 2.0 * x,
-    EXP2: lambda ctx, x, r, p0, p1: r * _LN2,
-    LOG2: lambda ctx, x, r, p0, p1: 1.0 / (x * _LN2),
-    LOG10: lambda ctx, x, r, p0, p1: 1.0 / (x * _LN10),
-    TAN: lambda ctx, x, r, p0, p1: 1.0 + r * r,
-    ASIN: lambda ctx, x, r, p0, p1: (1.0 - x * x).rsqrt(),
-    ACOS: lambda ctx, x, r, p0, p1: -((1.0 - x * x).rsqrt()),
-    ATAN: lambda ctx, x, r, p0, p1: 1.0 / (1.0 + x * x),
-    SINH: lambda ctx, x, r, p0, p1: x.cosh(),
-    COSH: lambda ctx, x, r, p0, p1: x.sinh(),
-    ASINH: lambda ctx, x, r, p0, p1: (x * x + 1.0).rsqrt(),
-    ACOSH: lambda ctx, x, r, p0, p1: ((x - 1.0) * (x + 1.0)).rsqrt(),
-    ATANH: lambda ctx, x, r, p0, p1: 1.0 / (1.0 - x * x),
-    ERF: lambda ctx, x, r, p0, p1: _TWO_OVER_SQRT_PI * (-(x * x)).exp(),
-    ERFC: lambda ctx, x, r, p0, p1: -_TWO_OVER_SQRT_PI * (-(x * x)).exp(),
-    # Phi(x) + x phi(x)
-    GELU: lambda ctx, x, r, p0, p1: (
-        0.5 * (1.0 + (x * (1.0 / math.sqrt(2.0))).erf()) + x * _INV_SQRT_2PI * (-0.5 * x * x).exp()
-    ),
-    GELU_TANH: lambda ctx, x, r, p0, p1: _gelu_tanh_d(x),
-    SILU: lambda ctx, x, r, p0, p1: _silu_d(ctx, x),
-    ELU: lambda ctx, x, r, p0, p1: ctx.ng.where(x._data > 0, ctx.constant(1.0), p0 * ctx.ng.exp(x)),
-    LEAKY_RELU: lambda ctx, x, r, p0, p1: ctx.constant(np.where(x._data > 0, 1.0, p0)),
-    HARDTANH: lambda ctx, x, r, p0, p1: ctx.constant((x._data > p0) & (x._data < p1)),
-    FINITE: lambda ctx, x, r, p0, p1: ctx.constant(np.isfinite(x._data)),
-}
-
-
-def _gelu_tanh_d(x):
-    t = (_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x)).tanh()
-    du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
-    return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
-
-
-def _silu_d(ctx, x):
-    s = ctx.ng.sigmoid(x)
-    return s * (1.0 + x * (1.0 - s))
-
-
-@formula_of(unary_backward)
-def _unary_formula(ctx, grad):
-    code = ctx.ip[1]
-    if code == ZERO:
-        return (ctx.constant(np.zeros(ctx.input_shapes[0])),)
-    if code == NEG:
-        return (-grad,)
-    # the one saved value (_saved_of): the result or the input
-    if code in _RESULT_CODES:
-        x, r = None, ctx.output(0, 0)
-    else:
-        x, r = ctx.input(0, 0), None
-    p0, p1 = ctx.fp
-    return (grad * _FORMULAS[code](ctx, x, r, p0, p1),)
-
-
-# the deferred forward (graph/deferred.py) of the commonest formulas: one element of the
-# result; the others run eagerly
-_LAZY_CODES = frozenset(
-    (TANH, SOFTPLUS, EXP, RELU, SIGMOID, NEG, ABS, SQRT, LOG, LOG1P, EXPM1, SIN, COS)
-)
-
-
-@numba.njit(inline="always", error_model="numpy")
-def _f(code, x, p0, p1):
-    # (tanh: unary_lazy's loop of its own)
-    if code == SOFTPLUS:
-        return _softplus1(x, p0, p1)  # (as the eager forward's compiled pass)
-    elif code == EXP:
-        return np.exp(x)
-    elif code == RELU:
-        return 0.0 if x <= 0.0 else x  # NaN passes through, as in torch
-    elif code == SIGMOID:
-        return _sigmoid1(x)
-    elif code == NEG:
-        return -x
-    elif code == ABS:
-        return abs(x)
-    elif code == SQRT:
-        return np.sqrt(x)
-    elif code == LOG:
-        return np.log(x)
-    elif code == LOG1P:
-        return np.log1p(x)
-    elif code == EXPM1:
-        return np.expm1(x)
-    elif code == SIN:
-        return np.sin(x)
-    return np.cos(x)
-
-
-@kernel
-def unary_lazy(S, xo, xn, k, top, ip, fp, oo, on):
-    n, code = ip[0], ip[1]
-    x0 = xo[0]
-    p0 = fp[0]
-    p1 = fp[1]
-    # (slices indexed from 0: no negative-index branch; tanh in a loop of its own, which
-    # LLVM vectorises: the RNN's tanh of 32 values 277 -> 53 ns; vtanh as the eager
-    # forward's tanh_into)
-    src = S[x0 : x0 + n]
-    dst = S[top : top + n]
-    if code == TANH:
-        for i in range(n):
-            dst[i] = _vmath.vtanh(src[i])
-    else:
-        for i in range(n):
-            dst[i] = _f(code, src[i], p0, p1)
-    oo[0] = top
-    on[0] = n
-    return 1
-
-
-def _unary_spec(code):
-    mask = (1 << 16) if code in _RESULT_CODES else (0 if code in _NOTHING_CODES else 1)
-
-    def spec(shapes, kwargs):
-        if kwargs:
-            return None
-        (shape,) = shapes
-        n = math.prod(shape)
-        return shape, (n, code), (0.0, 0.0), mask, n
-
-    return spec
-
-
-def _unary(name, f, code, params=None, low=-2.0, high=2.0, cases=None, into=False, **kw):
-    """Declare a unary op: result = f(x, **kwargs); params(**kwargs) -> (p0, p1).
-
-    ``into=True``: ``f(x_flat, out_flat)`` is a compiled loop writing the result (see
-    kernels/_vmath.py); such ops take no attributes (their inputs are always floating).
-    """
-
-    def forward(x, **kwargs):
-        if into:
-            result = elementwise(f, x, into=True)
-        else:
-            fx = (lambda chunk: f(chunk, **kwargs)) if kwargs else f
-            result = np.asarray(elementwise(fx, x), dtype=x.dtype)
-        p = params(**kwargs) if params else (0.0, 0.0)
-        return result, _saved_of(code, x, result), (result.size, code), p
-
-    forward.__name__ = name
-    if params is not None:
-        attributes_of(forward, params, skip=0)
-    if cases is None:
-        cases = [Case(((3, 4),), low=low, high=high), Case(((),), low=low, high=high)]
-    kw.setdefault("methods", (name,))
-    if code in _LAZY_CODES and params is None:
-        kw["lazy"] = (_unary_spec(code), unary_lazy)
-    return defop(name, forward, unary_backward, cases=cases, **kw)
-
-
-neg = _unary(
-    "neg", np.negative, NEG, dunders=("__neg__",), methods=("neg", "negative"), int_ok=True
-)
-abs_ = _unary("abs", np.abs, ABS, dunders=("__abs__",), int_ok=True)
-sqrt = _unary("sqrt", np.sqrt, SQRT, low=0.1, high=3.0)
-exp = _unary("exp", _vmath.exp_into, EXP, into=True)
-log = _unary("log", np.log, LOG, low=0.1, high=3.0)
-log1p = _unary("log1p", np.log1p, LOG1P, low=-0.9, high=3.0)
-expm1 = _unary("expm1", np.expm1, EXPM1)
-sin = _unary("sin", np.sin, SIN)
-cos = _unary("cos", np.cos, COS)
-tanh = _unary("tanh", _vmath.tanh_into, TANH, nn_functional=True, into=True)
-sigmoid = _unary("sigmoid", _vmath.sigmoid_into, SIGMOID, nn_functional=True, into=True)
 
 
 @cached(nogil=True)
@@ -488,7 +316,18 @@ def _relu(x):
 _relu.unsplit = True  # memory-bound: split, each part's result is copied (_threads.elementwise)
 
 
-relu = _unary("relu", _relu, RELU, nn_functional=True, int_ok=True)
+# torch: threshold_backward(grad, result, 0): no gradient where result <= 0 (a NaN result
+# passes it)
+relu = unary(
+    "relu",
+    _relu,
+    lambda x, r, p0, p1: m.where(r <= 0.0, 0.0, 1.0),
+    saves="result",
+    select=True,
+    lazy=lambda x, p0, p1: 0.0 if x <= 0.0 else x,  # (NaN passes through, as in torch)
+    nn_functional=True,
+    int_ok=True,
+)
 
 
 def _softplus_forward(x, beta=1.0, threshold=20.0):
@@ -499,7 +338,7 @@ def _softplus_forward(x, beta=1.0, threshold=20.0):
         z = v * beta
         r = v if z > threshold else math.log1p(math.exp(z)) / beta
         result = np.asarray(r, dtype=x.dtype)
-        return result, (x,), _SOFTPLUS1, p
+        return result, (x,), (1,), p
     if x.size <= 64 and x.dtype == np.float64:
         # one compiled pass: 16 elements 6.1 -> 2.9 us. (Not above: libm's log1p per element
         # made 1,000 elements 10 % slower than numpy's calls. Not float32: computed in
@@ -507,12 +346,12 @@ def _softplus_forward(x, beta=1.0, threshold=20.0):
         xc = x if x.flags.c_contiguous else x.copy()  # (reshape(-1) of a view is a copy)
         result = np.empty(x.shape, x.dtype)
         _softplus_into(xc.reshape(-1), result.reshape(-1), *p)
-        return result, (x,), (result.size, SOFTPLUS), p
+        return result, (x,), (result.size,), p
     z = x * x.dtype.type(beta)
     safe = np.minimum(z, x.dtype.type(threshold))
     result = np.where(z > threshold, x, np.log1p(np.exp(safe)) / x.dtype.type(beta))
     result = result.astype(x.dtype, copy=False)
-    return result, (x,), (result.size, SOFTPLUS), p
+    return result, (x,), (result.size,), p
 
 
 @numba.njit(**_vmath.LOOP)
@@ -521,24 +360,22 @@ def _softplus_into(x, out, beta, threshold):
         out[i] = _softplus1(np.float64(x[i]), beta, threshold)
 
 
-def _softplus_spec(shapes, kwargs):
-    (shape,) = shapes
-    beta = kwargs.get("beta", 1.0)
-    threshold = kwargs.get("threshold", 20.0)
+def _softplus_params(kwargs):
     if len(kwargs) > ("beta" in kwargs) + ("threshold" in kwargs):
         return None
-    n = math.prod(shape)
-    return shape, (n, SOFTPLUS), (float(beta), float(threshold)), 1, n
+    return float(kwargs.get("beta", 1.0)), float(kwargs.get("threshold", 20.0))
 
 
-_SOFTPLUS1 = (1, SOFTPLUS)
-softplus = defop(
+# d/dx log1p(exp(beta x)) / beta = sigmoid(beta x); 1 where beta x > threshold
+softplus = unary(
     "softplus",
     _softplus_forward,
-    unary_backward,
+    lambda x, r, p0, p1: m.where(x * p0 > p1, 1.0, m.sigmoid(x * p0)),
+    lazy=lambda x, p0, p1: _softplus1(x, p0, p1),  # (as the eager forward's compiled pass)
+    lazy_spec=_softplus_params,
+    params="own",
     methods=(),
     nn_functional=True,
-    lazy=(_softplus_spec, unary_lazy),
     cases=[
         Case(((3, 4),), low=-25, high=25),
         Case(((5,),), {"beta": 2.0, "threshold": 3.0}, low=-4, high=4),
@@ -549,15 +386,18 @@ softplus = defop(
 def _pow_scalar_forward(x, exponent):
     c = float(exponent)
     result = np.power(x, x.dtype.type(c))
-    return result, (x,), (result.size, POW_SCALAR), (c, 0.0)
+    return result, (x,), (result.size,), (c, 0.0)
 
 
-pow_scalar = defop(
+# d/dx x**c = c x**(c-1); torch gives exactly 0 for c == 0
+pow_scalar = unary(
     "pow_scalar",
     _pow_scalar_forward,
-    unary_backward,
+    lambda x, r, p0, p1: 0.0 if p0 == 0.0 else p0 * x ** (p0 - 1.0),
+    params="own",
     node_name="PowBackward0",
     functions=(),
+    methods=(),
     cases=[
         Case(((3, 4),), {"exponent": 3.0}),
         Case(((3, 4),), {"exponent": 2.5}, low=0.2, high=2.0),
@@ -570,15 +410,24 @@ pow_scalar = defop(
 def _rpow_forward(y, base):
     a = float(base)
     result = np.power(y.dtype.type(a), y)
-    return result, (result,), (result.size, RPOW), (a, 0.0)
+    return result, (result,), (result.size,), (a, 0.0)
 
 
-rpow = defop(
+# d/dy a**y = a**y log(a), p0 = a. torch: 0 where a == 0 and y >= 0 (where the result is 0
+# or 1; 0 * log 0 would be NaN)
+rpow = unary(
     "rpow",
     _rpow_forward,
-    unary_backward,
+    lambda x, r, p0, p1: (
+        m.where(r == 0.0, 0.0, m.where(r == 1.0, 0.0, r * m.log(p0)))
+        if p0 == 0.0
+        else r * m.log(p0)
+    ),
+    saves="result",
+    params="own",
     node_name="PowBackward2",
     functions=(),
+    methods=(),
     cases=[Case(((3, 4),), {"base": 2.5}), Case(((3,),), {"base": 0.5})],
 )
 
@@ -637,7 +486,7 @@ def _clamp_forward(x, min=None, max=None):
         result = np.clip(x, None if min is None else min, None if max is None else max)
     if lo > hi:  # torch: every element becomes max
         result = np.full_like(x, max)
-    return result, (x,), (result.size, CLAMP), (lo, hi)
+    return result, (x,), (result.size,), (lo, hi)
 
 
 def _clamp_api(apply, input, min=None, max=None):
@@ -670,10 +519,13 @@ def _clamp_api(apply, input, min=None, max=None):
     return result
 
 
-clamp = defop(
+# torch: the gradient passes where min <= x <= max (both ends inclusive), nothing elsewhere
+clamp = unary(
     "clamp",
     _clamp_forward,
-    unary_backward,
+    lambda x, r, p0, p1: m.where(x >= p0, m.where(x <= p1, 1.0, 0.0), 0.0),
+    select=True,
+    params="own",
     api=_clamp_api,
     methods=("clamp", "clip"),
     functions=("clamp", "clip"),
@@ -692,8 +544,17 @@ def _arc(name):
     return {"methods": (name, "arc" + name[1:]), "functions": (name, "arc" + name[1:])}
 
 
-reciprocal = _unary("reciprocal", lambda x: 1 / x, RECIPROCAL, low=0.3, high=2.0)
-rsqrt = _unary("rsqrt", lambda x: 1 / np.sqrt(x), RSQRT, low=0.2, high=3.0)
+reciprocal = unary(
+    "reciprocal", lambda x: 1 / x, lambda x, r, p0, p1: -(r * r), saves="result", low=0.3, high=2.0
+)
+rsqrt = unary(
+    "rsqrt",
+    lambda x: 1 / np.sqrt(x),
+    lambda x, r, p0, p1: -0.5 * r * r * r,
+    saves="result",
+    low=0.2,
+    high=3.0,
+)
 
 
 def _square_api(apply, input):
@@ -703,21 +564,53 @@ def _square_api(apply, input):
     return apply(square, input)
 
 
-square = _unary("square", np.square, SQUARE, int_ok=True, api=_square_api)
-exp2 = _unary("exp2", np.exp2, EXP2)
-log2 = _unary("log2", np.log2, LOG2, low=0.2, high=3.0)
-log10 = _unary("log10", np.log10, LOG10, low=0.2, high=3.0)
-tan = _unary("tan", np.tan, TAN, low=-1.2, high=1.2)
-asin = _unary("asin", np.arcsin, ASIN, low=-0.9, high=0.9, **_arc("asin"))
-acos = _unary("acos", np.arccos, ACOS, low=-0.9, high=0.9, **_arc("acos"))
-atan = _unary("atan", np.arctan, ATAN, **_arc("atan"))
-sinh = _unary("sinh", np.sinh, SINH)
-cosh = _unary("cosh", np.cosh, COSH)
-asinh = _unary("asinh", np.arcsinh, ASINH, **_arc("asinh"))
-acosh = _unary("acosh", np.arccosh, ACOSH, low=1.1, high=3.0, **_arc("acosh"))
-atanh = _unary("atanh", np.arctanh, ATANH, low=-0.9, high=0.9, **_arc("atanh"))
-erf = _unary("erf", _vmath.erf_into, ERF, into=True)
-erfc = _unary("erfc", _vmath.erfc_into, ERFC, into=True)
+square = unary("square", np.square, lambda x, r, p0, p1: 2.0 * x, int_ok=True, api=_square_api)
+exp2 = unary("exp2", np.exp2, lambda x, r, p0, p1: r * _LN2, saves="result")
+log2 = unary("log2", np.log2, lambda x, r, p0, p1: 1.0 / (x * _LN2), low=0.2, high=3.0)
+log10 = unary("log10", np.log10, lambda x, r, p0, p1: 1.0 / (x * _LN10), low=0.2, high=3.0)
+tan = unary("tan", np.tan, lambda x, r, p0, p1: 1.0 + r * r, saves="result", low=-1.2, high=1.2)
+asin = unary(
+    "asin",
+    np.arcsin,
+    lambda x, r, p0, p1: m.rsqrt(1.0 - x * x),
+    low=-0.9,
+    high=0.9,
+    **_arc("asin"),
+)
+acos = unary(
+    "acos",
+    np.arccos,
+    lambda x, r, p0, p1: -m.rsqrt(1.0 - x * x),
+    low=-0.9,
+    high=0.9,
+    **_arc("acos"),
+)
+atan = unary("atan", np.arctan, lambda x, r, p0, p1: 1.0 / (1.0 + x * x), **_arc("atan"))
+sinh = unary("sinh", np.sinh, lambda x, r, p0, p1: m.cosh(x))
+cosh = unary("cosh", np.cosh, lambda x, r, p0, p1: m.sinh(x))
+asinh = unary("asinh", np.arcsinh, lambda x, r, p0, p1: m.rsqrt(x * x + 1.0), **_arc("asinh"))
+acosh = unary(
+    "acosh",
+    np.arccosh,
+    lambda x, r, p0, p1: m.rsqrt((x - 1.0) * (x + 1.0)),
+    low=1.1,
+    high=3.0,
+    **_arc("acosh"),
+)
+atanh = unary(
+    "atanh",
+    np.arctanh,
+    lambda x, r, p0, p1: 1.0 / (1.0 - x * x),
+    low=-0.9,
+    high=0.9,
+    **_arc("atanh"),
+)
+erf = unary(
+    "erf", _vmath.erf_into, lambda x, r, p0, p1: _TWO_OVER_SQRT_PI * m.exp(-(x * x)), into=True
+)
+erfc = unary(
+    "erfc", _vmath.erfc_into, lambda x, r, p0, p1: -_TWO_OVER_SQRT_PI * m.exp(-(x * x)), into=True
+)
 
 
 def _gelu_tanh(x):
@@ -732,36 +625,54 @@ def _gelu_forward(x, approximate="none"):
         result = elementwise(_vmath.gelu_into, x, into=True)
     else:
         result = np.asarray(elementwise(_gelu_tanh, x), dtype=x.dtype)
-    code = GELU_TANH if approximate == "tanh" else GELU
-    return result, (x,), (result.size, code), (0.0, 0.0)
+    # p0: 1 for the tanh approximation
+    return result, (x,), (result.size,), (float(approximate == "tanh"), 0.0)
 
 
-gelu = defop(
+def _gelu_d(x, r, p0, p1):
+    if p0 == 1.0:
+        # 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + c x^3)
+        t = m.tanh(_SQRT_2_OVER_PI * (x + _GELU_C * x * x * x))
+        du = _SQRT_2_OVER_PI * (1.0 + 3.0 * _GELU_C * x * x)
+        return 0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du
+    # x Phi(x): Phi(x) + x phi(x)
+    return m.gelu_grad(x)
+
+
+gelu = unary(
     "gelu",
     _gelu_forward,
-    unary_backward,
+    _gelu_d,
+    params="own",
     nn_functional=True,
     methods=(),
     cases=[Case(((3, 4),), low=-4, high=4), Case(((5,),), {"approximate": "tanh"}, low=-4, high=4)],
 )
 
 
-silu = _unary(
-    "silu", _vmath.silu_into, SILU, nn_functional=True, methods=(), low=-4, high=4, into=True
+def _silu_d(x, r, p0, p1):
+    s = m.sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+silu = unary(
+    "silu", _vmath.silu_into, _silu_d, nn_functional=True, methods=(), low=-4, high=4, into=True
 )
-elu = _unary(
+# alpha (exp(x) - 1) for x <= 0 (NaN: NaN, as torch's vectorised loop, which takes all but a
+# tensor's last few elements; its scalar loop gives 1 there)
+elu = unary(
     "elu",
     lambda x, alpha=1.0: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))),
-    ELU,
+    lambda x, r, p0, p1: m.where(x > 0.0, 1.0, p0 * m.exp(x)),
     params=lambda alpha=1.0: (float(alpha), 0.0),
     nn_functional=True,
     methods=(),
     cases=[Case(((3, 4),)), Case(((6,),), {"alpha": 0.5})],
 )
-leaky_relu = _unary(
+leaky_relu = unary(
     "leaky_relu",
     lambda x, negative_slope=0.01: np.where(x > 0, x, x * x.dtype.type(negative_slope)),
-    LEAKY_RELU,
+    lambda x, r, p0, p1: m.where(x > 0.0, 1.0, p0),
     params=lambda negative_slope=0.01: (float(negative_slope), 0.0),
     nn_functional=True,
     methods=(),
@@ -779,10 +690,12 @@ def _hardtanh(x, min_val=-1.0, max_val=1.0):
     return np.clip(x, x.dtype.type(min_val), x.dtype.type(max_val))
 
 
-hardtanh = _unary(
+# torch: zero at and beyond both ends (and at NaN, as its vectorised loop)
+hardtanh = unary(
     "hardtanh",
     _hardtanh,
-    HARDTANH,
+    lambda x, r, p0, p1: m.where(x > p0, m.where(x < p1, 1.0, 0.0), 0.0),
+    select=True,
     params=lambda min_val=-1.0, max_val=1.0: (float(min_val), float(max_val)),
     nn_functional=True,
     methods=(),
@@ -795,28 +708,30 @@ def _nan_to_num(x, nan=0.0, posinf=None, neginf=None):
     return np.nan_to_num(x, nan=nan, posinf=posinf, neginf=neginf)
 
 
-nan_to_num = _unary(
+# the gradient passes where x is finite
+nan_to_num = unary(
     "nan_to_num",
     _nan_to_num,
-    FINITE,
+    lambda x, r, p0, p1: m.where(m.isfinite(x), 1.0, 0.0),
     params=lambda nan=0.0, posinf=None, neginf=None: (0.0, 0.0),
     cases=[Case(((3, 4),)), Case(((5,),), {"nan": 1.0, "posinf": 2.0, "neginf": -2.0})],
     int_ok=True,
 )
 
 # piecewise-constant ops: zero gradient, as torch (integer inputs stay integer)
-_STEP = dict(int_ok=True, low=-3.0, high=3.0)
-sign = _unary("sign", np.sign, ZERO, **_STEP)
-floor = _unary("floor", np.floor, ZERO, **_STEP)
-ceil = _unary("ceil", np.ceil, ZERO, **_STEP)
-trunc = _unary(
-    "trunc", np.trunc, ZERO, methods=("trunc", "fix"), functions=("trunc", "fix"), **_STEP
+_STEP = dict(saves=None, int_ok=True, low=-3.0, high=3.0)
+sign = unary("sign", np.sign, _zero_d, **_STEP)
+floor = unary("floor", np.floor, _zero_d, **_STEP)
+ceil = unary("ceil", np.ceil, _zero_d, **_STEP)
+trunc = unary(
+    "trunc", np.trunc, _zero_d, methods=("trunc", "fix"), functions=("trunc", "fix"), **_STEP
 )
-round_ = _unary(
+round_ = unary(
     "round",
     lambda x, decimals=0: np.round(x, decimals),
-    ZERO,
+    _zero_d,
     params=lambda decimals=0: (0.0, 0.0),
+    saves=None,
     int_ok=True,
     cases=[Case(((3, 4),), low=-3, high=3), Case(((5,),), {"decimals": 2}, low=-3, high=3)],
 )
