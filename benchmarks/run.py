@@ -397,6 +397,19 @@ def write_chart(workloads, path):
     return True
 
 
+def blas_libraries():
+    """The BLAS libraries loaded in this process and which kernels they run (threadpoolctl):
+    a machine's OpenBLAS may run its AVX-512 kernels, or be pinned to AVX2 ones by
+    ``OPENBLAS_CORETYPE``; ratios that involve products depend on it."""
+    try:
+        import scipy.linalg  # noqa: F401  (scipy's OpenBLAS: the backward's products)
+        from threadpoolctl import threadpool_info
+    except ImportError:
+        return []
+    keys = ("internal_api", "version", "architecture", "num_threads", "filepath")
+    return [{k: d.get(k) for k in keys} for d in threadpool_info() if d.get("user_api") == "blas"]
+
+
 def _meta(peers, missing, size, threads, reps):
     import numba
     import numpy
@@ -415,6 +428,7 @@ def _meta(peers, missing, size, threads, reps):
             "numba": numba.__version__,
             "numpy": numpy.__version__,
         },
+        "blas": blas_libraries(),
         "peers_missing": missing,
         "size": size,
         "threads": threads,
@@ -452,6 +466,15 @@ def bench_command(size="full", only=None, threads=None, reps=None, out="results"
         f"threads={threads} (OpenBLAS {os.environ.get('OPENBLAS_NUM_THREADS', 'default')}); "
         f"size={size}; repetitions={reps}"
     )
+    for b in blas_libraries():
+        lib = os.path.basename(b["filepath"] or "?")
+        print(
+            f"BLAS: {b['internal_api']} {b['version']}, {b['architecture']} kernels, "
+            f"{b['num_threads']} threads ({lib})"
+        )
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        if os.environ.get(var):
+            print(f"note: {var}={os.environ[var]} is set: OpenBLAS's kernels are pinned")
     todo = {n: c for n, c in cases(libs, size).items() if not only or only in n}
     if not todo:
         print(f"no workload matches --only {only!r}; workloads: {', '.join(cases(libs, size))}")
@@ -463,7 +486,7 @@ def bench_command(size="full", only=None, threads=None, reps=None, out="results"
         # jax is timed after every other peer's workloads: its eager runs leave XLA's thread
         # pools in the process (4 -> 19 native threads), and with them torch's scalar DAG
         # step took 188-190 ms against 153 before (its backward runs on a thread of its own),
-        # its RNN ~20 % longer (DESIGN-NOTES, "Training-loop restarts, ...")
+        # its RNN ~20 % longer (measured on the development VM)
         for name, per_peer in todo.items():
             bar.set_description_str(f"bench {name}")
             first = {p: c for p, c in per_peer.items() if p not in TIMED_LAST}

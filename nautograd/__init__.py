@@ -71,4 +71,11 @@ from .tensor import apply as tensor_apply  # noqa: E402  (run an Op record direc
 
 globals().update(FUNCTIONS)
 
+from .kernels import scalar as _scalar  # noqa: E402
+
+# derivatives written in the scalar vocabulary evaluate on tensors under create_graph
+_scalar.bind(where=FUNCTIONS["where"])
+
+from . import library  # noqa: E402  (user-defined compiled ops)
+
 __version__ = "0.1.0"

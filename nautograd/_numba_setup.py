@@ -2,7 +2,7 @@
 
 Numba validates a cached function against its own source file only: an edit to a callee in
 another file (a kernel helper, a kernel another file's kernel calls) would be served stale
-(reference/numba-measured.md, 1.3). nautograd's compiled functions are therefore cached in a
+(a documented limit of Numba's cache). nautograd's compiled functions are therefore cached in a
 directory named after a hash of every file they are compiled from (``kernels/``, ``graph/``,
 ``_threads.py``): an edit anywhere there starts a new directory, and each function compiles
 again when it is next used (kernels are compiled one by one, on demand: kernels/registry.py).
@@ -133,7 +133,7 @@ def cached(**options):
 # the loaded object code calls its allocator. So our own functions' cache loads initialise
 # that alone, and a compile still refreshes (numba.core.compiler refreshes both contexts
 # before it types anything): 0.17 s less of a new process's ~0.8 s to its first backward
-# (DESIGN-NOTES "Start-up").
+# (measured on the development VM).
 
 
 def light_cache_loads():

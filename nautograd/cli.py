@@ -130,7 +130,7 @@ def write_bytecode():
 
     Python does not write them itself under ``PYTHONDONTWRITEBYTECODE`` (set on this machine
     and common in containers), and compiling the package's 36 modules from source costs every
-    new process 0.10 s of its 0.9 s to a first backward (DESIGN-NOTES "Start-up"). Reading
+    new process 0.10 s of its 0.9 s to a first backward (docs/architecture.md). Reading
     ``.pyc`` files does not depend on that setting. A read-only install is left as it is.
     """
     import compileall

@@ -16,7 +16,14 @@ import numpy as np
 
 from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
-from .graph.tape import ANOMALY, SMALL, address_of, current_tape, forward_stack
+from .graph.tape import (
+    ANOMALY,
+    IN_PLACE_CHANGES,
+    SMALL,
+    address_of,
+    current_tape,
+    forward_stack,
+)
 from .graph.tape import _local as _tape_local
 from .kernels import OPS
 from .kernels.registry import COMPOSITES, OP_BY_NAME
@@ -36,7 +43,6 @@ _GRAD_DTYPES = (float32, float64)
 # none came since the tape's oldest version entry was noted (tape.versions_since), no saved
 # value can have changed and backward skips the check (~0.7 ms of the RNN benchmark's 3 ms
 # backward: 2,000 nodes with entries)
-IN_PLACE_CHANGES = [0]
 _IN_PLACE_LOCK = threading.Lock()
 _DEFAULT_FLOAT = float64
 _NAMES = {
@@ -788,7 +794,7 @@ def _run(op, args, arrays, dt, rg, kwargs):
     # what a create_graph formula needs besides the saved values (autograd/higher_order.py):
     # the input shapes (one shape for one input: no tuple to build), kwargs if any, and the
     # output shapes of a multi-output op (a single output's shape is its gradient's). Kept as
-    # cheap as that: ~0.3 us an op (DESIGN-NOTES "create_graph")
+    # cheap as that: ~0.3 us an op (measured)
     if k == 1:
         shapes = arrays[0].shape
     elif k == 2:
@@ -1048,7 +1054,7 @@ def _drop_accumulators(leaf):
 
 
 # ---------------------------------------------------------------------------------------------
-# the deferred forward (graph/deferred.py, DESIGN-NOTES "The deferred forward")
+# the deferred forward (graph/deferred.py, docs/architecture.md "The deferred forward")
 
 # on unless NAUTOGRAD_DEFER=0 (a list: tests and benchmarks switch it)
 DEFER = [os.environ.get("NAUTOGRAD_DEFER", "1") != "0"]
@@ -1070,7 +1076,7 @@ class _Lazy(Tensor):
     compact) while it lives, and knows each value's node once it has run (``vnode``).
     Reading ``_h`` gives it a value and a handle. Each handle cost its result ~60 ns to take
     and its ``__del__`` ~50 ns to give back, ~2 ms of the scalar DAG's ~27 ms step
-    (DESIGN-NOTES "Deferred results hold no handle"); its node number, an int object kept
+    (measured); its node number, an int object kept
     alive per result, ~0.25 ms of their teardown."""
 
     __slots__ = ()
@@ -1630,7 +1636,7 @@ def _runs(tape, b, node, out, x):
 # _NEXT[i] is i + 1, for i below 2^17: the fast paths take the next value id and node
 # number from it (IndexError past its end: i + 1), where ``i + 1`` made an int object per op
 # (ids pass 256 at once), kept by its result until the result died: the scalar DAG's step
-# 21.4 -> 19.2 ms, and 23.5 -> 20.5 ms in a heap full of freed small objects (DESIGN-NOTES,
+# 21.4 -> 19.2 ms, and 23.5 -> 20.5 ms in a heap full of freed small objects (measured,
 # "The ninth session"). Its ints take ~4 MB, made at the first batch (_open_batch)
 _NEXT = []
 

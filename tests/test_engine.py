@@ -1,4 +1,4 @@
-"""Engine behaviour as named scenarios (reference/pytorch_autograd.md sections B, C, 2, 3)."""
+"""Engine behaviour as named scenarios (torch 2.13's engine semantics)."""
 
 import gc
 import threading

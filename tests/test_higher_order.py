@@ -3,8 +3,8 @@
 Op-table-driven: for every case of every differentiable op, the first-order VJP computed with
 create_graph (the op's differentiable formula) and its derivative with respect to both the
 inputs and the cotangent, against torch 2.13 with random cotangents. Then the engine's
-behaviour under create_graph as named tests (reference/pytorch_autograd.md sections 3 and
-the test_autograd scenarios it lists).
+behaviour under create_graph as named tests (torch 2.13's semantics, and scenarios of its
+test_autograd.py).
 """
 
 import numpy as np

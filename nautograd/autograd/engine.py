@@ -1,6 +1,6 @@
 """backward() and grad(): validate in Python, then hand the tape to the compiled scheduler.
 
-PyTorch's run_backward / Engine::execute (reference/pytorch_autograd.md, 3.2-3.9).
+PyTorch's run_backward / Engine::execute (torch 2.13's semantics and error texts).
 """
 
 import contextlib
@@ -10,9 +10,9 @@ import numpy as np
 
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
-from ..graph.tape import ACC, ANOMALY, F32, PY, RELEASED, address_of
+from ..graph.tape import ACC, ANOMALY, F32, IN_PLACE_CHANGES, PY, RELEASED, address_of
 from ..kernels.registry import compiling, kernel_table, load_kernels
-from ..tensor import IN_PLACE_CHANGES, Tensor, _wrap
+from ..tensor import Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import prepare

@@ -7,7 +7,7 @@ and delivers what it returns into the buffers of the node's inputs (autograd/eng
 context object ``ctx`` lives in the tape's ``obj`` entry of the node, so it dies with the node
 (tape reset or compaction) and no tensor refers back to it.
 
-Semantics and error texts are torch 2.13's (reference/pytorch_autograd.md, section H).
+Semantics and error texts are torch 2.13's (torch 2.13's autograd.Function).
 """
 
 import functools

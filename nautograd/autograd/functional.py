@@ -1,7 +1,7 @@
 """torch.autograd.functional: vjp, jvp, vhp, hvp, jacobian, hessian.
 
 Built on ``autograd.grad`` as torch's are, with torch 2.13's semantics and error texts
-(reference/pytorch_autograd.md, rows 124-126). Forward-mode products use torch's double
+(torch 2.13's autograd.functional). Forward-mode products use torch's double
 backward trick (the VJP is linear in its cotangent, so differentiating it with respect to
 the cotangent gives the JVP); second derivatives use ``create_graph=True``.
 ``jacobian(vectorize=True)`` gives the same result as the row-by-row loop (there is no vmap

@@ -2,26 +2,8 @@
 
 import functools
 import inspect
-import threading
 
-
-class _State(threading.local):
-    # class defaults: getattr(local, name, default) on an unset name raises and catches
-    # internally (~0.7 us); a class attribute is found in ~40 ns
-    enabled = True
-    inference = False
-    # ``tape``: this thread's tape, once it has one (graph/tape.py current_tape sets it);
-    # ``recording``: that tape while grad mode is enabled, else None. The deferred forward's
-    # fast paths (tensor.py) test ``recording is x's tape``: one thread-local read for both
-    # the thread and the mode, where two took ~60 ns of an op's ~0.6 us. Every write of
-    # ``enabled`` writes ``recording`` too, derived from ``tape`` and the new mode (``_set``,
-    # or the same two stores where a caller saves and restores the mode: a copy of
-    # ``recording`` saved before the thread had a tape would be stale after it).
-    tape = None
-    recording = None
-
-
-_state = _State()
+from ..graph.tape import _state  # noqa: E402  (the thread's recording state)
 
 
 def is_grad_enabled():

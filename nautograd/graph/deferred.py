@@ -7,7 +7,7 @@ runs eagerly), ``run`` walks the rows in order: it computes each op's outputs in
 store with the op's compiled ``lazy`` forward (kernels/, registry.Op.lazy), and writes the
 op's tape node (edges, output sizes, saved values copied into the arena, attributes) as the
 eager ``Tape.record_node`` would have. Python's share of an op is then ~1 us where the eager
-forward and its node cost 5-8 us (DESIGN-NOTES "The deferred forward").
+forward and its node cost 5-8 us (docs/architecture.md, "The deferred forward").
 
 Rows (int64, flat):
 

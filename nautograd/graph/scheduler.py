@@ -7,7 +7,7 @@ Order: PyTorch pops the ready node with the largest sequence_nr. On the tape eve
 to a smaller id (ids are sequence numbers), so when the largest unprocessed reachable node is
 considered, all its consumers have run: it is ready, and it is the largest ready node. A
 descending scan over ids therefore visits nodes in exactly the ready-heap order, at ~1 ns a
-node instead of ~130 ns for a heap push+pop (DESIGN-NOTES.md). AccumulateGrad nodes have the
+node instead of ~130 ns for a heap push+pop (docs/architecture.md). AccumulateGrad nodes have the
 largest priority in PyTorch (they run as soon as ready); they do no compiled work here, the
 engine applies them in Python after ``run`` returns (see autograd/engine.py).
 

@@ -13,7 +13,7 @@ from numba.extending import get_cython_function_address, intrinsic
 from .._numba_setup import cache_here
 
 # Kernels are only ever called from compiled code, never from Python: without the
-# CPython/cfunc wrappers they compile ~30% faster (reference/numba-measured.md, 1.2).
+# CPython/cfunc wrappers they compile ~30% faster (measured on 50 kernels).
 # They are not cached themselves: each is compiled into its C entry point (``entry`` below),
 # which is, on first use.
 # error_model="numpy": a float division by zero gives inf/nan as in torch instead of raising
@@ -50,8 +50,8 @@ def borrow(a):
     Numba increments and decrements (atomically) the owner of every array it passes to a
     call and of every slice it takes, inlined calls included; for scalar ops that counting
     cost more than their work (the scheduler's kernels: ~85 ns a call; the deferred
-    forward's scalar add: 75 -> 16 ns; DESIGN-NOTES "Kernels receive borrowed array
-    views"). Views with no owner skip it. The caller keeps ``a`` alive while the view is
+    forward's scalar add: 75 -> 16 ns; docs/architecture.md "Kernels and their entry
+    points"). Views with no owner skip it. The caller keeps ``a`` alive while the view is
     used: an argument of the compiled function (Python holds it), or a local array used
     again after the last use of the view.
     """
@@ -336,7 +336,7 @@ def gemm(c, x, y, trans_x, trans_y, beta):
 # C entry points: the engine calls every kernel through the address of a ``cfunc`` compiled
 # (or loaded from the cache) the first time a graph needs it, so a first backward compiles
 # only its own kernels and the engine itself never depends on a kernel's code
-# (reference/numba-measured.md 1.4: an address table and an intrinsic call, ~12 ns a node,
+# (measured: an address table and an intrinsic call, ~12 ns a node,
 # against ~7 for a compiled ``if`` chain that compiles every kernel with the engine).
 #
 # A backward entry takes ``a``, an int64 array of its arguments' addresses and lengths

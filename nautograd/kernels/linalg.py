@@ -147,7 +147,7 @@ def _matmul_spec(name, ndims=None):
 
 # One row of x times a column y of one element per row: its dot product with fastmath
 # "reassoc" (the kernels' flags allow "contract" only), so that LLVM sums in vector lanes, as
-# BLAS does; the slices start at 0, so no negative-index branch (DESIGN-NOTES). The RNN
+# BLAS does; the slices start at 0, so no negative-index branch (docs/architecture.md). The RNN
 # benchmark's 32x32 matrix-vector product: 1.6 us in the loop below, 0.09 us so.
 @numba.njit(**{**KERNEL, "fastmath": KERNEL["fastmath"] | {"reassoc"}})
 def _row_dot(S, x0, y0, n):

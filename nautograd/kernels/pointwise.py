@@ -7,6 +7,7 @@ kernel, its create_graph formula and its deferred kernel are derived from that; 
 compile one by one when first used (kernels/registry.py ``load_kernels``).
 """
 
+import functools
 import math
 import numbers
 
@@ -42,6 +43,7 @@ def _unary_kernel(d, saves, select):
     ``d`` is 0 no gradient passes at all, not ``0 * grad`` (NaN for a NaN gradient), as
     torch's masked backwards (relu, clamp, hardtanh, the step functions)."""
     reads = saves is not None
+    both = saves == "both"
 
     @parallel
     @assigning
@@ -57,28 +59,30 @@ def _unary_kernel(d, saves, select):
         g = view(G, go[0] + lo, n)
         p0 = fp[0]
         p1 = fp[1]
-        # the one saved value is x or r, as ``d`` reads (``saves``); d gets it as both
+        # the saved value is x or r, as ``d`` reads (``saves``), and d gets it as both;
+        # or both, x then r
         v = saved(V, so, sa, 0, hi)[lo:] if reads else g
+        w = saved(V, so, sa, 1, hi)[lo:] if both else v
         if gi[1] == 1:
             for i in range(n):
-                dv = d(v[i], v[i], p0, p1)
+                dv = d(v[i], w[i], p0, p1)
                 grad_x[i] = (0.0 if dv == 0.0 else g[i] * dv) if select else g[i] * dv
         else:
             for i in range(n):
-                dv = d(v[i], v[i], p0, p1)
+                dv = d(v[i], w[i], p0, p1)
                 grad_x[i] += (0.0 if dv == 0.0 else g[i] * dv) if select else g[i] * dv
 
     return backward
 
 
 def _unary_formula(d, saves, zero):
-    """create_graph: the same ``d`` on the node's saved tensor, attached to the graph."""
+    """create_graph: the same ``d`` on the node's saved tensors, attached to the graph."""
 
     def formula(ctx, grad):
         if zero:
             return (ctx.constant(np.zeros(ctx.input_shapes[0])),)
-        x = ctx.input(0, 0) if saves == "x" else None
-        r = ctx.output(0, 0) if saves == "result" else None
+        x = ctx.input(0, 0) if saves in ("x", "both") else None
+        r = ctx.output(0, 0) if saves in ("result", "both") else None
         p0, p1 = ctx.fp
         dv = d(x, r, p0, p1)
         if hasattr(dv, "dtype") and dv.dtype != grad.dtype:
@@ -129,12 +133,15 @@ def unary(
     high=2.0,
     cases=None,
     into=False,
+    tensor_d=None,
     **kw,
 ):
     """Declare a unary op: ``result = forward(x, **kwargs)``, ``params(**kwargs) -> (p0,
-    p1)`` its float attributes; ``d`` its derivative (see above), ``saves`` "x", "result" or
-    None, ``select`` as in ``_unary_kernel``; ``lazy(x, p0, p1)``: its scalar forward for the
-    deferred batch (ops with attributes that ``params`` maps need none: they run eagerly).
+    p1)`` its float attributes; ``d`` its derivative (see above), ``saves`` "x", "result",
+    "both" or None, ``select`` as in ``_unary_kernel``; ``tensor_d``: the derivative on
+    tensors when ``d`` itself cannot take them (user ops written with Python's math);
+    ``lazy(x, p0, p1)``: its scalar forward for the deferred batch (the attributes come from
+    ``params``, or from ``lazy_spec(kwargs)``, None for a call that must run eagerly).
     ``forward`` may instead take its attributes and return the whole forward protocol
     (``params`` is then ``"own"``).
 
@@ -143,7 +150,7 @@ def unary(
     """
 
     def _saved(x, result):
-        return (x,) if saves == "x" else (result,) if saves == "result" else ()
+        return {"x": (x,), "result": (result,), "both": (x, result)}.get(saves, ())
 
     if params == "own":
         fwd = forward
@@ -165,30 +172,43 @@ def unary(
         cases = [Case(((3, 4),), low=low, high=high), Case(((),), low=low, high=high)]
     kw.setdefault("methods", (name,))
     if lazy is not None:
-        mask = (1 << 16) if saves == "result" else (0 if saves is None else 1)
-        kw["lazy"] = (_unary_spec(mask, kw.pop("lazy_spec", None)), _unary_lazy(_compiled(lazy)))
+        mask = {"x": 1, "result": 1 << 16, "both": 1 | (1 << 16)}.get(saves, 0)
+        lazy_spec = kw.pop("lazy_spec", None)
+        if lazy_spec is None and callable(params):
+            lazy_spec = functools.partial(_mapped_params, params)
+        kw["lazy"] = (_unary_spec(mask, lazy_spec), _unary_lazy(_compiled(lazy)))
     zero = d is _zero_d
     op = defop(
         name,
         fwd,
         _unary_kernel(_compiled(d), saves, select or zero),
         cases=cases,
-        formula=_unary_formula(d, saves, zero),
+        formula=_unary_formula(tensor_d or d, saves, zero),
         **kw,
     )
     op.d = d  # (the derivative, for forward-mode rules and tests)
     return op
 
 
+def _mapped_params(params, kwargs):
+    try:
+        return params(**kwargs)
+    except TypeError:  # (an unknown keyword: the eager path raises torch's error)
+        return None
+
+
 def _unary_spec(mask, params):
     """The deferred forward's spec: no attributes, or those ``params(kwargs)`` maps."""
 
     def spec(shapes, kwargs):
-        if kwargs and params is None:
-            return None
-        p = (0.0, 0.0) if not kwargs else params(kwargs)
-        if p is None:
-            return None
+        if params is None:
+            if kwargs:
+                return None
+            p = (0.0, 0.0)
+        else:
+            p = params(kwargs)
+            if p is None:
+                return None
         (shape,) = shapes
         n = math.prod(shape)
         return shape, (n,), p, mask, n
@@ -545,7 +565,13 @@ def _arc(name):
 
 
 reciprocal = unary(
-    "reciprocal", lambda x: 1 / x, lambda x, r, p0, p1: -(r * r), saves="result", low=0.3, high=2.0
+    "reciprocal",
+    lambda x: 1 / x,
+    lambda x, r, p0, p1: -(r * r),
+    saves="result",
+    low=0.3,
+    high=2.0,
+    lazy=lambda x, p0, p1: 1.0 / x,
 )
 rsqrt = unary(
     "rsqrt",
@@ -554,6 +580,7 @@ rsqrt = unary(
     saves="result",
     low=0.2,
     high=3.0,
+    lazy=lambda x, p0, p1: 1.0 / np.sqrt(x),
 )
 
 
@@ -564,11 +591,46 @@ def _square_api(apply, input):
     return apply(square, input)
 
 
-square = unary("square", np.square, lambda x, r, p0, p1: 2.0 * x, int_ok=True, api=_square_api)
-exp2 = unary("exp2", np.exp2, lambda x, r, p0, p1: r * _LN2, saves="result")
-log2 = unary("log2", np.log2, lambda x, r, p0, p1: 1.0 / (x * _LN2), low=0.2, high=3.0)
-log10 = unary("log10", np.log10, lambda x, r, p0, p1: 1.0 / (x * _LN10), low=0.2, high=3.0)
-tan = unary("tan", np.tan, lambda x, r, p0, p1: 1.0 + r * r, saves="result", low=-1.2, high=1.2)
+square = unary(
+    "square",
+    np.square,
+    lambda x, r, p0, p1: 2.0 * x,
+    int_ok=True,
+    api=_square_api,
+    lazy=lambda x, p0, p1: x * x,
+)
+exp2 = unary(
+    "exp2",
+    np.exp2,
+    lambda x, r, p0, p1: r * _LN2,
+    saves="result",
+    lazy=lambda x, p0, p1: np.exp2(x),
+)
+log2 = unary(
+    "log2",
+    np.log2,
+    lambda x, r, p0, p1: 1.0 / (x * _LN2),
+    low=0.2,
+    high=3.0,
+    lazy=lambda x, p0, p1: np.log2(x),
+)
+log10 = unary(
+    "log10",
+    np.log10,
+    lambda x, r, p0, p1: 1.0 / (x * _LN10),
+    low=0.2,
+    high=3.0,
+    lazy=lambda x, p0, p1: np.log10(x),
+)
+tan = unary(
+    "tan",
+    np.tan,
+    lambda x, r, p0, p1: 1.0 + r * r,
+    saves="result",
+    low=-1.2,
+    high=1.2,
+    lazy=lambda x, p0, p1: np.tan(x),
+)
 asin = unary(
     "asin",
     np.arcsin,
@@ -576,6 +638,7 @@ asin = unary(
     low=-0.9,
     high=0.9,
     **_arc("asin"),
+    lazy=lambda x, p0, p1: np.arcsin(x),
 )
 acos = unary(
     "acos",
@@ -584,11 +647,24 @@ acos = unary(
     low=-0.9,
     high=0.9,
     **_arc("acos"),
+    lazy=lambda x, p0, p1: np.arccos(x),
 )
-atan = unary("atan", np.arctan, lambda x, r, p0, p1: 1.0 / (1.0 + x * x), **_arc("atan"))
-sinh = unary("sinh", np.sinh, lambda x, r, p0, p1: m.cosh(x))
-cosh = unary("cosh", np.cosh, lambda x, r, p0, p1: m.sinh(x))
-asinh = unary("asinh", np.arcsinh, lambda x, r, p0, p1: m.rsqrt(x * x + 1.0), **_arc("asinh"))
+atan = unary(
+    "atan",
+    np.arctan,
+    lambda x, r, p0, p1: 1.0 / (1.0 + x * x),
+    **_arc("atan"),
+    lazy=lambda x, p0, p1: np.arctan(x),
+)
+sinh = unary("sinh", np.sinh, lambda x, r, p0, p1: m.cosh(x), lazy=lambda x, p0, p1: np.sinh(x))
+cosh = unary("cosh", np.cosh, lambda x, r, p0, p1: m.sinh(x), lazy=lambda x, p0, p1: np.cosh(x))
+asinh = unary(
+    "asinh",
+    np.arcsinh,
+    lambda x, r, p0, p1: m.rsqrt(x * x + 1.0),
+    **_arc("asinh"),
+    lazy=lambda x, p0, p1: np.arcsinh(x),
+)
 acosh = unary(
     "acosh",
     np.arccosh,
@@ -596,6 +672,7 @@ acosh = unary(
     low=1.1,
     high=3.0,
     **_arc("acosh"),
+    lazy=lambda x, p0, p1: np.arccosh(x),
 )
 atanh = unary(
     "atanh",
@@ -604,12 +681,21 @@ atanh = unary(
     low=-0.9,
     high=0.9,
     **_arc("atanh"),
+    lazy=lambda x, p0, p1: np.arctanh(x),
 )
 erf = unary(
-    "erf", _vmath.erf_into, lambda x, r, p0, p1: _TWO_OVER_SQRT_PI * m.exp(-(x * x)), into=True
+    "erf",
+    _vmath.erf_into,
+    lambda x, r, p0, p1: _TWO_OVER_SQRT_PI * m.exp(-(x * x)),
+    into=True,
+    lazy=lambda x, p0, p1: _vmath.verf(x),
 )
 erfc = unary(
-    "erfc", _vmath.erfc_into, lambda x, r, p0, p1: -_TWO_OVER_SQRT_PI * m.exp(-(x * x)), into=True
+    "erfc",
+    _vmath.erfc_into,
+    lambda x, r, p0, p1: -_TWO_OVER_SQRT_PI * m.exp(-(x * x)),
+    into=True,
+    lazy=lambda x, p0, p1: _vmath.verfc(x),
 )
 
 
@@ -656,7 +742,15 @@ def _silu_d(x, r, p0, p1):
 
 
 silu = unary(
-    "silu", _vmath.silu_into, _silu_d, nn_functional=True, methods=(), low=-4, high=4, into=True
+    "silu",
+    _vmath.silu_into,
+    _silu_d,
+    nn_functional=True,
+    methods=(),
+    low=-4,
+    high=4,
+    into=True,
+    lazy=lambda x, p0, p1: x * _sigmoid1(x),
 )
 # alpha (exp(x) - 1) for x <= 0 (NaN: NaN, as torch's vectorised loop, which takes all but a
 # tensor's last few elements; its scalar loop gives 1 there)
@@ -668,6 +762,7 @@ elu = unary(
     nn_functional=True,
     methods=(),
     cases=[Case(((3, 4),)), Case(((6,),), {"alpha": 0.5})],
+    lazy=lambda x, p0, p1: x if x > 0.0 else p0 * np.expm1(x),
 )
 leaky_relu = unary(
     "leaky_relu",
@@ -677,6 +772,7 @@ leaky_relu = unary(
     nn_functional=True,
     methods=(),
     cases=[Case(((3, 4),)), Case(((6,),), {"negative_slope": 0.2})],
+    lazy=lambda x, p0, p1: x if x > 0.0 else x * p0,
 )
 
 
@@ -720,11 +816,17 @@ nan_to_num = unary(
 
 # piecewise-constant ops: zero gradient, as torch (integer inputs stay integer)
 _STEP = dict(saves=None, int_ok=True, low=-3.0, high=3.0)
-sign = unary("sign", np.sign, _zero_d, **_STEP)
-floor = unary("floor", np.floor, _zero_d, **_STEP)
-ceil = unary("ceil", np.ceil, _zero_d, **_STEP)
+sign = unary("sign", np.sign, _zero_d, **_STEP, lazy=lambda x, p0, p1: np.sign(x))
+floor = unary("floor", np.floor, _zero_d, **_STEP, lazy=lambda x, p0, p1: np.floor(x))
+ceil = unary("ceil", np.ceil, _zero_d, **_STEP, lazy=lambda x, p0, p1: np.ceil(x))
 trunc = unary(
-    "trunc", np.trunc, _zero_d, methods=("trunc", "fix"), functions=("trunc", "fix"), **_STEP
+    "trunc",
+    np.trunc,
+    _zero_d,
+    methods=("trunc", "fix"),
+    functions=("trunc", "fix"),
+    **_STEP,
+    lazy=lambda x, p0, p1: np.trunc(x),
 )
 round_ = unary(
     "round",

@@ -73,6 +73,7 @@ class Op:
     # writing the outputs' offsets and sizes in the store S into oo, on. The mask names the
     # saved values, as the eager forward saves them: bit j input j, bit 16 + j output j.
     lazy: object = None
+    library: bool = False  # declared by a user (nautograd.library): no cases, no public names
 
 
 _FAMILY_FORMULAS = {}  # id of a shared backward kernel -> the create_graph formula of its ops
