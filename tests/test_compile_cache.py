@@ -85,3 +85,19 @@ def test_a_first_backward_compiles_only_the_kernels_its_graph_uses(tmp_path):
     again = subprocess.run(run, env=env, capture_output=True, text=True, timeout=600)
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout.splitlines()[-1])["names"] == got["names"]
+
+
+
+def test_every_compiled_kernel_has_a_name_of_its_own():
+    # Numba names a compiled function's symbol after its qualified name and a per-process
+    # counter: two kernels made by one factory with the same name, compiled in different
+    # processes, could get the same symbol, and a process loading both entries from the
+    # cache linked one op's entry to the other's code (softplus's deferred forward computed
+    # sqrt in the bounds-checked cache)
+    seen = {}
+    for op in OPS:
+        for kind, fn in (("backward", op.backward), ("lazy", op.lazy and op.lazy[1])):
+            if fn is None:
+                continue
+            name = fn.py_func.__module__ + "." + fn.py_func.__qualname__
+            assert seen.setdefault(name, fn) is fn, f"{kind} kernel of {op.name}: {name}"

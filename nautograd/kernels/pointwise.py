@@ -37,7 +37,7 @@ _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
 
 
-def _unary_kernel(d, saves, select):
+def _unary_kernel(name, d, saves, select):
     """The backward kernel of one unary op: ``grad_x (+)= grad * d(x, r, p0, p1)``, one loop
     the compiler specialises to ``d`` (LLVM vectorises the simple ones). ``select``: where
     ``d`` is 0 no gradient passes at all, not ``0 * grad`` (NaN for a NaN gradient), as
@@ -45,9 +45,6 @@ def _unary_kernel(d, saves, select):
     reads = saves is not None
     both = saves == "both"
 
-    @parallel
-    @assigning
-    @kernel
     def backward(G, G2, go, gi, V, so, sa, ip, fp):
         # ip = (n,), fp = (p0, p1); gi[1]: store instead of add (the buffer is fresh, see
         # _jit.assigning); gi[2], gi[3]: part p of P (see _jit.parallel)
@@ -72,7 +69,10 @@ def _unary_kernel(d, saves, select):
                 dv = d(v[i], w[i], p0, p1)
                 grad_x[i] += (0.0 if dv == 0.0 else g[i] * dv) if select else g[i] * dv
 
-    return backward
+    # a name of its own: Numba names the compiled symbol after it (and a per-process counter),
+    # and two cached kernels of one name could link to each other's code
+    backward.__name__ = backward.__qualname__ = f"{name}_backward"
+    return parallel(assigning(kernel(backward)))
 
 
 def _unary_formula(d, saves, zero):
@@ -92,10 +92,9 @@ def _unary_formula(d, saves, zero):
     return formula
 
 
-def _unary_lazy(f):
+def _unary_lazy(name, f):
     """The deferred forward (graph/deferred.py) of one unary op: ``r = f(x, p0, p1)``."""
 
-    @kernel
     def forward(S, xo, xn, k, top, ip, fp, oo, on):
         n = ip[0]
         x0 = xo[0]
@@ -110,7 +109,8 @@ def _unary_lazy(f):
         on[0] = n
         return 1
 
-    return forward
+    forward.__name__ = forward.__qualname__ = f"{name}_lazy"  # (as _unary_kernel's)
+    return kernel(forward)
 
 
 def _compiled(fn):
@@ -176,12 +176,12 @@ def unary(
         lazy_spec = kw.pop("lazy_spec", None)
         if lazy_spec is None and callable(params):
             lazy_spec = functools.partial(_mapped_params, params)
-        kw["lazy"] = (_unary_spec(mask, lazy_spec), _unary_lazy(_compiled(lazy)))
+        kw["lazy"] = (_unary_spec(mask, lazy_spec), _unary_lazy(name, _compiled(lazy)))
     zero = d is _zero_d
     op = defop(
         name,
         fwd,
-        _unary_kernel(_compiled(d), saves, select or zero),
+        _unary_kernel(name, _compiled(d), saves, select or zero),
         cases=cases,
         formula=_unary_formula(tensor_d or d, saves, zero),
         **kw,
