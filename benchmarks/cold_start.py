@@ -94,8 +94,14 @@ def _child(code, cache, package_root=ROOT):
     env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=package_root)
     env.pop("NAUTOGRAD_DEFER", None)
     code = code.replace("RESULT", "'RESULT'")
+    # (run from the package's folder: ``-c`` puts the working directory first on sys.path)
     out = subprocess.run(
-        [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=3600
+        [sys.executable, "-c", code],
+        env=env,
+        cwd=package_root,
+        capture_output=True,
+        text=True,
+        timeout=3600,
     )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-3000:])

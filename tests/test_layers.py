@@ -45,9 +45,13 @@ def test_the_package_imports_and_runs_without_writing_its_source_files(tmp_path)
     )
     env = dict(os.environ, PYTHONPATH=str(pkg), PYTHONDONTWRITEBYTECODE="1")
     env["NUMBA_CACHE_DIR"] = str(tmp_path / "cache")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=900)  # fmt: skip
+    code += "; print(ng.__file__)"
+    # (from the copy's folder: ``-c`` puts the working directory first on sys.path)
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=str(pkg),
+                         capture_output=True, text=True, timeout=900)  # fmt: skip
     assert out.returncode == 0, out.stderr[-3000:]
-    assert out.stdout.strip() == "[2.0, 4.0]"
+    grads, path = out.stdout.strip().splitlines()[-2:]
+    assert grads == "[2.0, 4.0]"
+    assert path == str(pkg / "nautograd" / "__init__.py")
     assert _sources(pkg) == before
     assert (tmp_path / "cache" / "nautograd").is_dir()
