@@ -87,7 +87,6 @@ def test_a_first_backward_compiles_only_the_kernels_its_graph_uses(tmp_path):
     assert json.loads(again.stdout.splitlines()[-1])["names"] == got["names"]
 
 
-
 def test_every_compiled_kernel_has_a_name_of_its_own():
     # Numba names a compiled function's symbol after its qualified name and a per-process
     # counter: two kernels made by one factory with the same name, compiled in different
