@@ -39,9 +39,8 @@ GROW = 1  # the arena v64 is too small: counts[4] says how many values it needs
 MAX_OUT = 4097  # outputs of one op (unbind of up to 4,096 elements)
 
 
-# The kernels' flags (kernels/_jit.py KERNEL): the lazy forwards are inlined here (below),
-# so their arithmetic compiles under run's flags: a division by zero gives inf/nan, as the
-# eager forward and torch do, and multiply-adds fuse as in the eager compiled pass.
+# The kernels' flags (kernels/_jit.py KERNEL), as the lazy forwards it calls have: a division
+# by zero gives inf/nan, as the eager forward and torch do.
 @cached(error_model=KERNEL["error_model"], fastmath=KERNEL["fastmath"])
 def run(rows, H, nv, S, ne0, T, edge_node, edge_input_nr, out_numel, saved_off, saved_addr,
         v64, iparams, fparams, table, counts):  # fmt: skip

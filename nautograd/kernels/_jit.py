@@ -33,8 +33,9 @@ kernel = numba.njit(**KERNEL)
 
 @intrinsic
 def _ptr_like(typingctx, addr, like):
-    """Reinterpret an integer address as a pointer to ``like``'s element type."""
-    dtype = like.dtype
+    """Reinterpret an integer address as a pointer to ``like``'s element type (``like``: an
+    array, or a NumPy scalar class such as ``np.int64``)."""
+    dtype = like.dtype if isinstance(like, types.Array) else like.instance_type
     sig = types.CPointer(dtype)(addr, like)
 
     def codegen(context, builder, signature, args):
@@ -361,26 +362,14 @@ BACKWARD_ARGS = 13
 LAZY_ARGS = 15
 
 
-@intrinsic
-def _ptr_to(typingctx, addr, dtype):
-    """An integer address as a pointer to elements of ``dtype`` (a NumPy scalar class)."""
-    ty = dtype.instance_type
-    sig = types.CPointer(ty)(addr, dtype)
-
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], context.get_value_type(types.CPointer(ty)))
-
-    return sig, codegen
-
-
 @numba.njit(inline="always")
 def _ints(A, k):
-    return numba.carray(_ptr_to(A[k], np.int64), (A[k + 1],))
+    return numba.carray(_ptr_like(A[k], np.int64), (A[k + 1],))
 
 
 @numba.njit(inline="always")
 def _floats(A, k):
-    return numba.carray(_ptr_to(A[k], np.float64), (A[k + 1],))
+    return numba.carray(_ptr_like(A[k], np.float64), (A[k + 1],))
 
 
 # (the kernel is a global of each entry, bound by ``entry``: passed as an argument, a
