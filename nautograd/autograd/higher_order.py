@@ -19,8 +19,10 @@ import warnings
 
 import numpy as np
 
+from ..graph import scheduler
 from ..graph.tape import ACC, ANOMALY, F32, HAS_SAVED, PY, RELEASED, address_of
 from ..kernels import OPS
+from ..kernels.registry import kernel_table
 from ..tensor import _wrap
 from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import prepare
@@ -191,54 +193,43 @@ def execute(roots, grads, retain_graph, targets, accumulate):
 
 def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, accumulate):
     n = tape.n
-    edge_ptr = tape.edge_ptr[: n + 1].tolist()
-    edge_node = tape.edge_node[: edge_ptr[n]].tolist()
-    edge_nr = tape.edge_input_nr[: edge_ptr[n]].tolist()
-    out_ptr = tape.out_ptr[: n + 1].tolist()
-    flags = tape.flags[:n].tolist()
-    opcodes = tape.op[:n].tolist()
-
-    # the nodes reachable from the roots
-    seen = set()
-    stack = [e[0] for e in root_edges]
-    while stack:
-        v = stack.pop()
-        if v in seen:
-            continue
-        seen.add(v)
-        stack.extend(c for c in edge_node[edge_ptr[v] : edge_ptr[v + 1]] if c >= 0)
-    order = sorted(seen)
-    # with targets: only nodes on a path to a target run (exec_info); ids ascend
-    # topologically from the leaves, so one ascending pass decides it
-    needed = None
+    # reachability and selective execution (exec_info) by the compiled engine's own pass:
+    # state 1 runs, 2 is a grad() target that does not run, 0 is not reached / not needed
+    if target_edges is None:
+        mode, tnodes = 0, np.zeros(0, np.int64)
+    else:
+        mode = 1
+        tnodes = np.array([e[0] for e in target_edges if e[0] >= 0], np.int64)
+    root_nodes = np.array([e[0] for e in root_edges], np.int64)
+    state = scheduler.prepare(
+        n, root_nodes, tnodes, mode, tape.flags, tape.edge_ptr, tape.edge_node,
+        tape.edge_input_nr, tape.out_ptr, tape.out_numel, np.iinfo(np.int64).max, tape.op,
+        kernel_table(),
+    )[0]  # fmt: skip
+    order = np.flatnonzero(state)[::-1].tolist()
     captured = {}
-    if target_edges is not None:
-        tnodes = {e[0] for e in target_edges if e[0] >= 0}
-        needed = set()
-        for v in order:
-            if v in tnodes or any(
-                c in needed for c in edge_node[edge_ptr[v] : edge_ptr[v + 1]] if c >= 0
-            ):
-                needed.add(v)
-        want = {e for e in target_edges if e[0] >= 0}
+    want = {e for e in target_edges if e[0] >= 0} if target_edges is not None else ()
     buffers = {}
     for (node, k), g in zip(root_edges, root_grads, strict=True):
-        buf = buffers.setdefault(node, [None] * (out_ptr[node + 1] - out_ptr[node]))
+        c = int(tape.out_ptr[node + 1] - tape.out_ptr[node])
+        buf = buffers.setdefault(node, [None] * c)
         buf[k] = g if buf[k] is None else buf[k] + g
+    edge_ptr, edge_node, edge_nr = tape.edge_ptr, tape.edge_node, tape.edge_input_nr
+    out_ptr, flags, opcodes = tape.out_ptr, tape.flags, tape.op
     obj = tape.obj
-    for node in reversed(order):
+    for node in order:
         grads = buffers.pop(node, None)
-        if grads is None or (needed is not None and node not in needed):
+        if grads is None:
             continue
-        f = flags[node]
+        f = int(flags[node])
         dt = np.float32 if f & F32 else np.float64
         hooks = tape.hooks.get(node)
-        e0, e1 = edge_ptr[node], edge_ptr[node + 1]
-        children = edge_node[e0:e1]
+        e0, e1 = int(edge_ptr[node]), int(edge_ptr[node + 1])
+        children = edge_node[e0:e1].tolist()
         # torch captures a grad() target before the tensor hooks of a node that also runs (on
         # the way to another target), after them when the node is only captured
-        runs = needed is None or any(c in needed for c in children if c >= 0)
-        if needed is not None and runs:
+        runs = state[node] == 1
+        if target_edges is not None and runs:
             for k, g in enumerate(grads):
                 if (node, k) in want:
                     captured[(node, k)] = g
@@ -273,8 +264,8 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
             for vc, version, a in tape.versions.get(node, ()):
                 if vc[0] != version:
                     raise modified_inplace(a.shape, a.dtype, vc[0], version)
-            nrs = edge_nr[e0:e1]
-            needs = tuple(c >= 0 and (needed is None or c in needed) for c in children)
+            nrs = edge_nr[e0:e1].tolist()
+            needs = tuple([c >= 0 and state[c] != 0 for c in children])
             ctx = obj[node]
             if f & PY and isinstance(ctx, FunctionCtx):
                 ctx._attach = _saved_attacher(tape, node, children, nrs)
@@ -284,7 +275,7 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
                     ctx._attach = None
                 shapes = None
             else:
-                op = OPS[opcodes[node] - 1]
+                op = OPS[int(opcodes[node]) - 1]
                 if op.formula is None:
                     raise NotImplementedError(
                         f"create_graph=True: {op.node_name} (the backward of {op.name}) has no "
@@ -315,13 +306,14 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
             if g is None or c < 0 or not needs[j]:
                 continue
             if shapes is not None and g.shape != shapes[j]:
+                name = OPS[int(opcodes[node]) - 1].name
                 raise RuntimeError(
-                    f"internal error: the create_graph formula of {OPS[opcodes[node] - 1].name} "
+                    f"internal error: the create_graph formula of {name} "
                     f"gave input {j} a gradient of shape {g.shape}, expected {shapes[j]}"
                 )
             buf = buffers.get(c)
             if buf is None:
-                buf = buffers[c] = [None] * (out_ptr[c + 1] - out_ptr[c])
+                buf = buffers[c] = [None] * int(out_ptr[c + 1] - out_ptr[c])
             buf[nr] = g if buf[nr] is None else buf[nr] + g
         if not retain:
             tape.flags[node] |= RELEASED
