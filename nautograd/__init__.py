@@ -6,12 +6,17 @@ y = (x.exp() * x).sum()
 y.backward()            # x.grad
 """
 
+import math as _math
+
 from . import (
     _numba_setup,  # noqa: F401  (cache directory before any cached module)
     autograd,  # noqa: E402  (autograd before tensor: see tensor.py imports)
+    cuda,  # noqa: E402
     linalg,  # noqa: E402
     nn,  # noqa: E402
+    optim,  # noqa: E402
 )
+from ._device import device  # noqa: E402
 from ._threads import get_num_threads, set_num_threads  # noqa: E402
 from .autograd.anomaly_mode import (  # noqa: E402
     is_anomaly_check_nan_enabled,
@@ -26,21 +31,31 @@ from .autograd.grad_mode import (  # noqa: E402
     set_grad_enabled,
 )
 from .creation import (  # noqa: E402
+    allclose,
     arange,
     as_tensor,
     empty,
     empty_like,
+    equal,
     eye,
     from_numpy,
     full,
     full_like,
+    get_default_dtype,
+    is_floating_point,
+    is_tensor,
+    isclose,
     linspace,
     manual_seed,
+    numel,
     ones,
     ones_like,
     rand,
+    rand_like,
     randint,
     randn,
+    randn_like,
+    set_default_dtype,
     tensor,
     zeros,
     zeros_like,
@@ -66,6 +81,11 @@ long = int64
 int = int32  # noqa: A001
 bool = bool_  # noqa: A001
 half = float16
+
+pi = _math.pi
+e = _math.e
+inf = _math.inf
+nan = _math.nan
 
 from .tensor import apply as tensor_apply  # noqa: E402  (run an Op record directly)
 

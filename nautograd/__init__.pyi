@@ -5,9 +5,12 @@ from typing import Any
 import numpy as _np
 
 from . import autograd as autograd
+from . import cuda as cuda
 from . import library as library
 from . import linalg as linalg
 from . import nn as nn
+from . import optim as optim
+from ._device import device as device
 from ._threads import get_num_threads as get_num_threads
 from ._threads import set_num_threads as set_num_threads
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled as is_anomaly_check_nan_enabled
@@ -22,21 +25,31 @@ from .tensor import Size as Size
 from .tensor import Tensor as Tensor
 from .tensor import apply as tensor_apply
 
+from .creation import allclose as allclose
 from .creation import arange as arange
 from .creation import as_tensor as as_tensor
 from .creation import empty as empty
 from .creation import empty_like as empty_like
+from .creation import equal as equal
 from .creation import eye as eye
 from .creation import from_numpy as from_numpy
 from .creation import full as full
 from .creation import full_like as full_like
+from .creation import get_default_dtype as get_default_dtype
+from .creation import is_floating_point as is_floating_point
+from .creation import is_tensor as is_tensor
+from .creation import isclose as isclose
 from .creation import linspace as linspace
 from .creation import manual_seed as manual_seed
+from .creation import numel as numel
 from .creation import ones as ones
 from .creation import ones_like as ones_like
 from .creation import rand as rand
+from .creation import rand_like as rand_like
 from .creation import randint as randint
 from .creation import randn as randn
+from .creation import randn_like as randn_like
+from .creation import set_default_dtype as set_default_dtype
 from .creation import tensor as tensor
 from .creation import zeros as zeros
 from .creation import zeros_like as zeros_like
@@ -56,6 +69,10 @@ long: _np.dtype[Any]
 int: _np.dtype[Any]
 bool: _np.dtype[Any]
 half: _np.dtype[Any]
+pi: float
+e: float
+inf: float
+nan: float
 __version__: str
 
 def abs(*args: Any, **kwargs: Any) -> Any: ...

@@ -14,9 +14,12 @@ from typing import Any
 import numpy as _np
 
 from . import autograd as autograd
+from . import cuda as cuda
 from . import library as library
 from . import linalg as linalg
 from . import nn as nn
+from . import optim as optim
+from ._device import device as device
 from ._threads import get_num_threads as get_num_threads
 from ._threads import set_num_threads as set_num_threads
 from .autograd.anomaly_mode import is_anomaly_check_nan_enabled as is_anomaly_check_nan_enabled
@@ -55,6 +58,7 @@ def render():
     lines.append("")
     for name in DTYPES + ALIASES:
         lines.append(f"{name}: _np.dtype[Any]")
+    lines += ["pi: float", "e: float", "inf: float", "nan: float"]
     lines += ["__version__: str", ""]
     for name in sorted(FUNCTIONS):
         if name in made:

@@ -5,14 +5,31 @@ import numbers
 
 import numpy as np
 
+from . import _device
 from ._random import generator, manual_seed  # noqa: F401  (manual_seed is public)
-from .tensor import _GRAD_DTYPES, Tensor, _expose, _wrap
-
-_DEFAULT_FLOAT = np.dtype(np.float64)
+from .tensor import _GRAD_DTYPES, DEFAULT_FLOAT, Tensor, _expose, _wrap
 
 
-def _dt(dtype, default=_DEFAULT_FLOAT):
-    return default if dtype is None else np.dtype(dtype)
+def set_default_dtype(d):
+    """Set the floating dtype that Python floats, float creation functions and nn layers
+    use (float32 or float64; nautograd's default is float64)."""
+    d = np.dtype(d)
+    if d not in (np.float32, np.float64):
+        raise TypeError(
+            f"only floating-point types are supported as the default type, got {d}"
+            if d.kind != "f"
+            else f"set_default_dtype(): nautograd computes in float32 or float64, got {d}"
+        )
+    DEFAULT_FLOAT[0] = d
+
+
+def get_default_dtype():
+    """The default floating dtype (see set_default_dtype)."""
+    return DEFAULT_FLOAT[0]
+
+
+def _dt(dtype):
+    return DEFAULT_FLOAT[0] if dtype is None else np.dtype(dtype)
 
 
 def _shape(size):
@@ -32,7 +49,7 @@ def _infer(data):
     """numpy's dtype for nested Python data, but float64/int64/bool as torch infers them."""
     a = np.asarray(data)
     if a.dtype.kind == "f" and not isinstance(data, np.ndarray):
-        a = a.astype(_DEFAULT_FLOAT)
+        a = a.astype(DEFAULT_FLOAT[0])
     elif a.dtype.kind in "iu" and not isinstance(data, np.ndarray):
         a = a.astype(np.int64)
     elif a.dtype.kind == "O":
@@ -45,6 +62,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
     Python floats give float64 (numpy's default), Python ints int64, bools bool.
     """
+    _device.check(device, "tensor()")
     if isinstance(data, Tensor):
         data = data._data
     a = np.array(_infer(data), dtype=dtype, copy=True)
@@ -63,26 +81,30 @@ def from_numpy(a):
     return t
 
 
-def zeros(*size, dtype=None, requires_grad=False):
+def zeros(*size, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "zeros()")
     return _leaf(np.zeros(_shape(size), _dt(dtype)), requires_grad)
 
 
-def ones(*size, dtype=None, requires_grad=False):
+def ones(*size, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "ones()")
     return _leaf(np.ones(_shape(size), _dt(dtype)), requires_grad)
 
 
-def empty(*size, dtype=None, requires_grad=False):
+def empty(*size, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "empty()")
     return _leaf(np.empty(_shape(size), _dt(dtype)), requires_grad)
 
 
-def full(size, fill_value, dtype=None, requires_grad=False):
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "full()")
     if dtype is None:
         dtype = (
             np.bool_
             if isinstance(fill_value, bool)
             else np.int64
             if isinstance(fill_value, numbers.Integral)
-            else _DEFAULT_FLOAT
+            else DEFAULT_FLOAT[0]
         )
     return _leaf(np.full(_shape((size,)), fill_value, np.dtype(dtype)), requires_grad)
 
@@ -92,57 +114,116 @@ def _like(x, dtype):
     return a.shape, (a.dtype if dtype is None else np.dtype(dtype))
 
 
-def zeros_like(input, dtype=None, requires_grad=False):
+def zeros_like(input, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "zeros_like()")
     shape, dt = _like(input, dtype)
     return _leaf(np.zeros(shape, dt), requires_grad)
 
 
-def ones_like(input, dtype=None, requires_grad=False):
+def ones_like(input, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "ones_like()")
     shape, dt = _like(input, dtype)
     return _leaf(np.ones(shape, dt), requires_grad)
 
 
-def full_like(input, fill_value, dtype=None, requires_grad=False):
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "full_like()")
     shape, dt = _like(input, dtype)
     return _leaf(np.full(shape, fill_value, dt), requires_grad)
 
 
-def empty_like(input, dtype=None, requires_grad=False):
+def empty_like(input, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "empty_like()")
     shape, dt = _like(input, dtype)
     return _leaf(np.empty(shape, dt), requires_grad)
 
 
-def arange(start, end=None, step=1, dtype=None, requires_grad=False):
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "arange()")
     if end is None:
         start, end = 0, start
     if dtype is None:
         ints = all(isinstance(v, numbers.Integral) for v in (start, end, step))
-        dtype = np.int64 if ints else _DEFAULT_FLOAT
+        dtype = np.int64 if ints else DEFAULT_FLOAT[0]
     return _leaf(np.arange(start, end, step, dtype=np.dtype(dtype)), requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, requires_grad=False):
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "linspace()")
     return _leaf(np.linspace(start, end, int(steps), dtype=_dt(dtype)), requires_grad)
 
 
-def eye(n, m=None, dtype=None, requires_grad=False):
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "eye()")
     return _leaf(np.eye(n, m, dtype=_dt(dtype)), requires_grad)
 
 
-def rand(*size, dtype=None, requires_grad=False):
+def rand(*size, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "rand()")
     dt = _dt(dtype)
     return _leaf(generator().random(_shape(size)).astype(dt), requires_grad and dt in _GRAD_DTYPES)
 
 
-def randn(*size, dtype=None, requires_grad=False):
+def randn(*size, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "randn()")
     dt = _dt(dtype)
     return _leaf(generator().standard_normal(_shape(size)).astype(dt), requires_grad)
 
 
-def randint(low=0, high=None, size=None, dtype=None, requires_grad=False):
+def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    _device.check(device, "randint()")
     if high is None:
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
     a = generator().integers(low, high, size=_shape((size,)), dtype=np.dtype(dtype or np.int64))
     return _leaf(a, requires_grad)
+
+
+def rand_like(input, dtype=None, device=None, requires_grad=False):
+    """Samples of U(0, 1) in ``input``'s shape and dtype (or ``dtype``)."""
+    _device.check(device, "rand_like()")
+    shape, dt = _like(input, dtype)
+    return rand(*shape, dtype=dt, requires_grad=requires_grad)
+
+
+def randn_like(input, dtype=None, device=None, requires_grad=False):
+    """Samples of N(0, 1) in ``input``'s shape and dtype (or ``dtype``)."""
+    _device.check(device, "randn_like()")
+    shape, dt = _like(input, dtype)
+    return randn(*shape, dtype=dt, requires_grad=requires_grad)
+
+
+def is_tensor(obj):
+    """True if ``obj`` is a nautograd Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def numel(input):
+    """The number of elements of ``input``."""
+    return input._data.size
+
+
+def is_floating_point(input):
+    """True if ``input``'s dtype is a floating point type."""
+    return input._data.dtype.kind == "f"
+
+
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """True if ``|input - other| <= atol + rtol * |other|`` everywhere (broadcast)."""
+    return bool(np.allclose(_value(input), _value(other), rtol, atol, equal_nan))
+
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Elementwise ``|input - other| <= atol + rtol * |other|``, a bool tensor."""
+    return _wrap(np.isclose(_value(input), _value(other), rtol, atol, equal_nan))
+
+
+def equal(input, other):
+    """True if both have the same shape and elements."""
+    a, b = _value(input), _value(other)
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def _value(x):
+    return x._data if isinstance(x, Tensor) else np.asarray(x)

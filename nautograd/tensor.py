@@ -14,6 +14,8 @@ import weakref
 
 import numpy as np
 
+from . import _device
+from ._random import generator as _generator
 from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
 from .graph.tape import (
@@ -44,7 +46,9 @@ _GRAD_DTYPES = (float32, float64)
 # value can have changed and backward skips the check (~0.7 ms of the RNN benchmark's 3 ms
 # backward: 2,000 nodes with entries)
 _IN_PLACE_LOCK = threading.Lock()
-_DEFAULT_FLOAT = float64
+# the default floating dtype (set_default_dtype): what Python floats and integer operands of
+# floating ops become
+DEFAULT_FLOAT = [float64]
 _NAMES = {
     float32: "float32",
     float64: "float64",
@@ -102,6 +106,7 @@ class Tensor:
     _acc_more = None  # {tape: handle}: the leaf's AccumulateGrad nodes on other threads' tapes
     _retains = False
     _hooks = None
+    _is_param = False  # an nn.Parameter (nn/parameter.py): only its repr and isinstance differ
     __array_priority__ = 1000
     __array_ufunc__ = None  # numpy operators defer to Tensor's reflected methods
 
@@ -335,7 +340,21 @@ class Tensor:
 
     @property
     def device(self):
-        return "cpu"
+        """``device(type='cpu')``: nautograd computes on the CPU."""
+        return _device.CPU
+
+    is_cuda = False
+    is_cpu = True
+    is_meta = False
+
+    def cpu(self):
+        """Self: the tensor is on the CPU already."""
+        return self
+
+    def cuda(self, device=None, non_blocking=False):
+        """Raises torch's error for a build without CUDA."""
+        _device.check("cuda" if device is None else device, "cuda()")
+        return self
 
     @property
     def T(self):
@@ -417,20 +436,39 @@ class Tensor:
         self._bump()
 
     def __repr__(self):
+        if self._is_param:
+            return "Parameter containing:\n" + _format(self)
         return _format(self)
 
     # -- conversions ------------------------------------------------------------------------
 
-    def to(self, dtype=None, *args, **kwargs):
-        """A copy converted to ``dtype`` (self when the dtype already matches)."""
-        if dtype is None:
-            dtype = kwargs.get("dtype")
-        if isinstance(dtype, str) and dtype == "cpu":
-            return self
-        dtype = np.dtype(dtype)
-        if dtype == self._data.dtype:
-            return self
-        return apply(OP_BY_NAME["_to_copy"], self, dtype=dtype)
+    def to(self, *args, **kwargs):
+        """``to(dtype)``, ``to(device, dtype=None)``, ``to(other)`` (its dtype), with keywords
+        ``dtype``, ``device``, ``non_blocking``, ``copy``: self when nothing changes and
+        ``copy`` is False, otherwise a recorded conversion."""
+        dtype = kwargs.pop("dtype", None)
+        copy = kwargs.pop("copy", False)
+        dev = kwargs.pop("device", None)
+        kwargs.pop("non_blocking", None)
+        kwargs.pop("memory_format", None)
+        if kwargs:
+            raise TypeError(f"to() got an unexpected keyword argument '{next(iter(kwargs))}'")
+        flags = []  # to(dtype, non_blocking, copy) positionally
+        for a in args:
+            if isinstance(a, bool):
+                flags.append(a)
+            elif isinstance(a, Tensor):
+                dtype = a._data.dtype
+            elif isinstance(a, (str, _device.device, int)):
+                dev = a
+            elif a is not None:
+                dtype = a
+        if len(flags) > 1:
+            copy = flags[1]
+        _device.check(dev, "to()")
+        if dtype is None or np.dtype(dtype) == self._data.dtype:
+            return self.clone() if copy else self
+        return apply(OP_BY_NAME["_to_copy"], self, dtype=np.dtype(dtype))
 
     def type(self, dtype=None):
         return self.to(dtype)
@@ -451,6 +489,45 @@ class Tensor:
         return self.to(bool_)
 
     # -- in-place ops (outside recording) -----------------------------------------------------
+
+    def type_as(self, other):
+        """This tensor converted to ``other``'s dtype."""
+        return self.to(other._data.dtype)
+
+    def _new(self, a, dtype, requires_grad):
+        if dtype is not None:
+            a = a.astype(dtype, copy=False)
+        t = _wrap(a)
+        if requires_grad:
+            t.requires_grad = True
+        return t
+
+    def new_zeros(self, *size, dtype=None, device=None, requires_grad=False):
+        """Zeros of ``size`` in this tensor's dtype (or ``dtype``)."""
+        _device.check(device, "new_zeros()")
+        return self._new(np.zeros(_size_arg(size), self._data.dtype), dtype, requires_grad)
+
+    def new_ones(self, *size, dtype=None, device=None, requires_grad=False):
+        """Ones of ``size`` in this tensor's dtype (or ``dtype``)."""
+        _device.check(device, "new_ones()")
+        return self._new(np.ones(_size_arg(size), self._data.dtype), dtype, requires_grad)
+
+    def new_empty(self, *size, dtype=None, device=None, requires_grad=False):
+        """Uninitialised memory of ``size`` in this tensor's dtype (or ``dtype``)."""
+        _device.check(device, "new_empty()")
+        return self._new(np.empty(_size_arg(size), self._data.dtype), dtype, requires_grad)
+
+    def new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+        """``fill_value`` in ``size`` in this tensor's dtype (or ``dtype``)."""
+        _device.check(device, "new_full()")
+        a = np.full(_size_arg((size,)), fill_value, self._data.dtype)
+        return self._new(a, dtype, requires_grad)
+
+    def new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+        """A copy of ``data`` in this tensor's dtype (or ``dtype``)."""
+        _device.check(device, "new_tensor()")
+        a = np.array(data._data if isinstance(data, Tensor) else data, copy=True)
+        return self._new(a, dtype or self._data.dtype, requires_grad)
 
     def _check_inplace(self, other=None):
         if not is_grad_enabled():
@@ -514,10 +591,111 @@ class Tensor:
         self._bump()
         return self
 
+    def addcmul_(self, tensor1, tensor2, value=1):
+        """In-place ``self += value * tensor1 * tensor2``."""
+        return self._inplace(np.add, _as_array(tensor1) * _as_array(tensor2) * value)
+
+    def addcdiv_(self, tensor1, tensor2, value=1):
+        """In-place ``self += value * tensor1 / tensor2``."""
+        return self._inplace(np.add, _as_array(tensor1) / _as_array(tensor2) * value)
+
+    def lerp_(self, end, weight):
+        """In-place ``self += weight * (end - self)``."""
+        step = (_as_array(end) - self._data) * _as_array(weight)
+        return self._inplace(np.add, step)
+
+    def clamp_(self, min=None, max=None):  # noqa: A002  (torch's argument names)
+        """Clamp in place to ``[min, max]``."""
+        if min is None and max is None:
+            raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+        self._check_inplace()
+        np.clip(self._data, _as_array(min), _as_array(max), out=self._data)
+        self._bump()
+        return self
+
+    def sqrt_(self):
+        """Square root in place."""
+        self._check_inplace()
+        np.sqrt(self._data, out=self._data)
+        self._bump()
+        return self
+
+    def neg_(self):
+        """Negate in place."""
+        self._check_inplace()
+        np.negative(self._data, out=self._data)
+        self._bump()
+        return self
+
+    def uniform_(self, a=0.0, b=1.0, generator=None):
+        """Fill in place with samples of U(a, b) (nautograd's generator, see manual_seed)."""
+        self._check_inplace()
+        g = _generator() if generator is None else generator
+        self._data[...] = g.uniform(a, b, self._data.shape)
+        self._bump()
+        return self
+
+    def normal_(self, mean=0.0, std=1.0, generator=None):
+        """Fill in place with samples of N(mean, std^2)."""
+        self._check_inplace()
+        g = _generator() if generator is None else generator
+        self._data[...] = g.normal(mean, std, self._data.shape)
+        self._bump()
+        return self
+
+    def exponential_(self, lambd=1.0, generator=None):
+        """Fill in place with samples of Exp(lambd)."""
+        self._check_inplace()
+        g = _generator() if generator is None else generator
+        self._data[...] = g.exponential(1.0 / lambd, self._data.shape)
+        self._bump()
+        return self
+
+    def bernoulli_(self, p=0.5, generator=None):
+        """Fill in place with 0/1 samples of Bernoulli(p)."""
+        self._check_inplace()
+        g = _generator() if generator is None else generator
+        self._data[...] = g.random(self._data.shape) < _as_array(p)
+        self._bump()
+        return self
+
+    def __deepcopy__(self, memo):
+        """A leaf copy: its own memory, the same ``requires_grad`` and ``.grad`` copied (torch
+        supports deepcopy of graph leaves only)."""
+        if self._h >= 0:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the "
+                "deepcopy protocol at the moment.  If you were attempting to deepcopy a module, "
+                "this may be because of a torch.nn.utils.weight_norm usage, see "
+                "https://github.com/pytorch/pytorch/pull/103001"
+            )
+        t = memo.get(id(self))
+        if t is not None:
+            return t
+        t = _wrap(self._data.copy(), self._rg)
+        if self._is_param:
+            t._is_param = True
+        if self._grad is not None:
+            t._grad = self._grad.__deepcopy__(memo)
+        memo[id(self)] = t
+        return t
+
     __iadd__ = add_
     __isub__ = sub_
     __imul__ = mul_
     __itruediv__ = div_
+
+
+def _as_array(x):
+    """The operand of an in-place update: a tensor's array, or the number or array itself."""
+    return x._data if isinstance(x, Tensor) else x
+
+
+def _size_arg(size):
+    """A shape given as ``f(2, 3)`` or ``f((2, 3))``."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list, Size)):
+        size = tuple(size[0])
+    return tuple(int(s) for s in size)
 
 
 builtins_float = __builtins__["float"] if isinstance(__builtins__, dict) else __builtins__.float
@@ -584,7 +762,7 @@ def _promote(arrays, numbers_):
             for n in numbers_
         )
         if result is None or cat > _KIND[result.kind]:
-            result = (bool_, int64, _DEFAULT_FLOAT)[cat]
+            result = (bool_, int64, DEFAULT_FLOAT[0])[cat]
     return result
 
 
@@ -714,7 +892,7 @@ def apply(op, *args, **kwargs):
         dt = _promote([a for a in arrays if a is not None], nums)
     if dt.kind != "f":
         if not op.int_ok and not op.int_result:
-            dt = _DEFAULT_FLOAT
+            dt = DEFAULT_FLOAT[0]
     elif dt is not float64 and dt is not float32 and dt not in _GRAD_DTYPES:
         # float16 computes in float32 and its result is cast back (float16 cannot require
         # grad, so nothing is recorded)
@@ -1938,7 +2116,7 @@ def _format_array(a):
 def _format(t):
     a = t._data
     extras = []
-    if a.dtype not in (float64, int64, bool_):
+    if a.dtype not in (DEFAULT_FLOAT[0], int64, bool_):
         extras.append(f"dtype={dtype_name(a.dtype)}")
     if a.size == 0 and a.ndim != 1:
         extras.insert(0, f"size={tuple(a.shape)}")

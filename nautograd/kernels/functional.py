@@ -520,7 +520,7 @@ def _weight_second(f, weight, input, **kw):
 
 embedding = defcomposite(
     "embedding",
-    lambda apply, input, weight, **kw: _embedding(apply, input, weight, **kw),
+    lambda apply, input, weight, *args, **kw: _embedding(apply, input, weight, *args, **kw),
     [
         Case(((5, 3),), {"input": [[0, 2], [4, 2]]}, call=_weight_second),
         Case(

@@ -1,0 +1,152 @@
+"""Devices (CPU accepted, CUDA refused as torch without CUDA), the default dtype, and the
+small torch helpers programs use (rand_like, allclose, is_tensor, new_*, uniform_, ...)."""
+
+import pickle
+
+import numpy as np
+import pytest
+import torch
+
+import nautograd as ng
+
+
+def test_device_objects_behave_as_torch():
+    for spec in ("cpu", "cpu:0", "cuda:1", "mps"):
+        assert str(ng.device(spec)) == str(torch.device(spec))
+        assert repr(ng.device(spec)) == repr(torch.device(spec))
+    assert ng.device("cpu", 0) == ng.device("cpu:0")
+    assert ng.device("cpu") != ng.device("cpu:0")
+    assert ng.device("cpu") != "cpu"  # (as torch)
+    assert ng.device("cpu").type == "cpu" and ng.device("cpu").index is None
+    assert pickle.loads(pickle.dumps(ng.device("cpu:0"))) == ng.device("cpu:0")
+    for bad in ("foo", "cpu:x"):
+        with pytest.raises(RuntimeError) as ours:
+            ng.device(bad)
+        with pytest.raises(RuntimeError) as theirs:
+            torch.device(bad)
+        assert str(ours.value) == str(theirs.value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda lib, d: lib.zeros(2, 3, device=d),
+        lambda lib, d: lib.ones(2, device=d),
+        lambda lib, d: lib.empty(2, device=d),
+        lambda lib, d: lib.full((2,), 1.0, device=d),
+        lambda lib, d: lib.arange(3, device=d),
+        lambda lib, d: lib.linspace(0, 1, 5, device=d),
+        lambda lib, d: lib.eye(2, device=d),
+        lambda lib, d: lib.rand(2, device=d),
+        lambda lib, d: lib.randn(2, device=d),
+        lambda lib, d: lib.randint(0, 5, (3,), device=d),
+        lambda lib, d: lib.tensor([1.0], device=d),
+        lambda lib, d: lib.zeros_like(lib.ones(2), device=d),
+        lambda lib, d: lib.randn_like(lib.ones(2), device=d),
+    ],
+)
+def test_creation_accepts_the_cpu_and_refuses_cuda_as_torch(make):
+    for d in ("cpu", ng.device("cpu"), None):
+        t = make(ng, d)
+        assert t.device == ng.device("cpu")
+    with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
+        make(ng, "cuda")
+    with pytest.raises(AssertionError, match="Torch not compiled with CUDA enabled"):
+        make(torch, "cuda")
+    with pytest.raises(RuntimeError, match="CPU only"):
+        make(ng, "mps")
+
+
+def test_tensor_device_moves_are_no_ops_on_the_cpu():
+    x = ng.ones(3, requires_grad=True)
+    assert x.cpu() is x and x.to("cpu") is x and x.to(ng.device("cpu")) is x
+    assert not x.is_cuda and x.is_cpu
+    y = x.to("cpu", ng.float32)
+    assert y.dtype == ng.float32 and y.requires_grad
+    y.sum().backward()
+    assert x.grad.dtype == ng.float64 and x.grad.tolist() == [1.0, 1.0, 1.0]
+    assert x.to(x) is x and x.to(copy=True) is not x
+    assert x.to(ng.ones(1, dtype=ng.float32)).dtype == ng.float32
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        x.cuda()
+    with pytest.raises(AssertionError, match="not compiled with CUDA"):
+        x.to("cuda")
+    assert ng.cuda.is_available() is torch.cuda.is_available() is False
+    assert ng.cuda.device_count() == 0
+
+
+def test_set_default_dtype_changes_python_floats_and_creation():
+    assert ng.get_default_dtype() == ng.float64
+    try:
+        ng.set_default_dtype(ng.float32)
+        assert ng.tensor(1.0).dtype == ng.float32
+        assert ng.zeros(2).dtype == ng.float32
+        assert ng.linspace(0, 1, 3).dtype == ng.float32
+        assert ng.arange(0.0, 1.0, 0.5).dtype == ng.float32
+        assert ng.nn.Linear(2, 2).weight.dtype == ng.float32
+        assert (ng.tensor([1, 2]) / 2).dtype == ng.float32
+        assert repr(ng.tensor([1.5])) == "tensor([1.5000])"
+    finally:
+        ng.set_default_dtype(ng.float64)
+    assert ng.tensor(1.0).dtype == ng.float64
+    with pytest.raises(TypeError, match="only floating-point types"):
+        ng.set_default_dtype(ng.int64)
+
+
+def test_random_like_and_in_place_random_fills():
+    ng.manual_seed(3)
+    x = ng.zeros(1000)
+    assert (
+        ng.rand_like(x).shape == (1000,) and ng.randn_like(x, dtype=ng.float32).dtype == ng.float32
+    )
+    x.uniform_(-2, 3)
+    assert x.numpy().min() >= -2 and x.numpy().max() < 3 and x.numpy().std() > 1
+    x.normal_(5.0, 0.1)
+    assert abs(x.numpy().mean() - 5.0) < 0.05
+    w = ng.zeros(3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        w.uniform_()
+    with ng.no_grad():
+        w.normal_()
+    assert w.requires_grad and w.numpy(force=True).any()
+
+
+def test_small_helpers_match_torch():
+    a = np.array([1.0, 2.0, 3.0])
+    b = a + 1e-9
+    assert ng.allclose(ng.tensor(a), ng.tensor(b)) == torch.allclose(
+        torch.tensor(a), torch.tensor(b)
+    )
+    assert ng.isclose(ng.tensor(a), ng.tensor(a + 1)).tolist() == [False] * 3
+    assert ng.equal(ng.tensor(a), ng.tensor(a)) and not ng.equal(ng.tensor(a), ng.tensor(b))
+    assert ng.is_tensor(ng.tensor(a)) and not ng.is_tensor(a)
+    assert ng.numel(ng.zeros(2, 3)) == 6
+    assert ng.is_floating_point(ng.zeros(1)) and not ng.is_floating_point(
+        ng.zeros(1, dtype=ng.int64)
+    )
+    assert ng.pi == torch.pi and ng.e == torch.e and ng.inf == float("inf")
+    x = ng.ones(2, dtype=ng.float32)
+    assert x.new_zeros(3).dtype == ng.float32 and x.new_ones((2, 2)).shape == (2, 2)
+    assert x.new_full((2,), 7).tolist() == [7.0, 7.0]
+    assert x.new_tensor([1, 2]).dtype == ng.float32
+    assert ng.ones(2, dtype=ng.int64).type_as(x).dtype == ng.float32
+
+
+def test_non_recorded_in_place_updates_match_torch():
+    a, t1, t2 = (np.random.default_rng(0).standard_normal(4) for _ in range(3))
+    t2 = np.abs(t2) + 0.5
+    for name, args in [("addcmul_", (t1, t2)), ("addcdiv_", (t1, t2)), ("lerp_", (t1, 0.3))]:
+        x, y = ng.tensor(a), torch.tensor(a)
+        getattr(x, name)(*(ng.tensor(v) if isinstance(v, np.ndarray) else v for v in args),
+                         value=0.5) if name != "lerp_" else x.lerp_(ng.tensor(t1), 0.3)  # fmt: skip
+        getattr(y, name)(*(torch.tensor(v) if isinstance(v, np.ndarray) else v for v in args),
+                         value=0.5) if name != "lerp_" else y.lerp_(torch.tensor(t1), 0.3)  # fmt: skip
+        np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-14)
+    x = ng.tensor(a)
+    x.clamp_(-0.5, 0.5)
+    assert x.numpy().max() <= 0.5 and x.numpy().min() >= -0.5
+    with pytest.raises(RuntimeError, match="At least one of 'min' or 'max'"):
+        x.clamp_()
+    x = ng.tensor(np.abs(a))
+    x.sqrt_()
+    np.testing.assert_allclose(x.numpy(), np.sqrt(np.abs(a)))
