@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 if os.path.dirname(HERE) not in sys.path:
     sys.path.insert(0, os.path.dirname(HERE))
 
+from benchmarks import programs as P  # noqa: E402
 from benchmarks import workloads as W  # noqa: E402
 
 SCHEMA = 1
@@ -195,7 +196,33 @@ def cases(peers, size):
         (hvp_name, hvp),
     ):
         out[name] = {pname: make(pname, lib) for pname, lib in peers.items()}
+    # the research programs (benchmarks/programs): torch's API, so not run on jax
+    for prog in P.PROGRAMS:
+        per_peer = {}
+        for pname, lib in peers.items():
+            if pname != "jax":
+                setup, step = P.prepared(prog, lib)
+                per_peer[pname] = (setup, step, False)
+        out[f"{PROGRAM_PREFIX}{prog}"] = per_peer
     return out
+
+
+PROGRAM_PREFIX = "program:"
+
+
+def program_summary(workloads):
+    """{peer: (geometric mean of peer/ng over the programs, slowest program's ratio, count)}."""
+    import math
+
+    by_peer = {}
+    for w in workloads:
+        if w["name"].startswith(PROGRAM_PREFIX):
+            for p, r in w["ratios"].items():
+                by_peer.setdefault(p, []).append(r)
+    return {
+        p: (math.exp(sum(math.log(r) for r in rs) / len(rs)), min(rs), len(rs))
+        for p, rs in by_peer.items()
+    }
 
 
 # ---------------------------------------------------------------------------------------------
@@ -511,6 +538,15 @@ def bench_command(size="full", only=None, threads=None, reps=None, out="results"
         print(f"\ninterrupted: {len(result['workloads'])} of {len(todo)} workloads finished")
     if result["workloads"]:
         print("\n" + format_table(result["workloads"]))
+        programs = program_summary(result["workloads"])
+        result["programs"] = {
+            p: {"geomean_ratio": g, "min_ratio": m, "count": n} for p, (g, m, n) in programs.items()
+        }
+        for p, (g, m, n) in programs.items():
+            print(
+                f"\nresearch programs ({n}): {p}/nautograd geometric mean {g:.2f}x, "
+                f"slowest {m:.2f}x (>1: nautograd is faster)"
+            )
     st = result["startup"]
     if st:
         print(
