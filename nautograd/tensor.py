@@ -888,6 +888,8 @@ def apply(op, *args, **kwargs):
         elif a.dtype != dt:
             mixed = True
         arrays.append(a)
+    if mixed and op.same_dtype:
+        _mixed_operands(op, arrays)
     if mixed or dt is None or (nums is not None and dt.kind != "f"):
         dt = _promote([a for a in arrays if a is not None], nums)
     if dt.kind != "f":
@@ -903,6 +905,22 @@ def apply(op, *args, **kwargs):
             return tuple([_narrowed(r, half) for r in result])
         return _narrowed(result, half)
     return _promoted(op, args, arrays, dt, rg, kwargs)
+
+
+# torch's C type names in its dtype messages
+_C_NAMES = {"float32": "float", "float64": "double", "float16": "c10::Half", "int64": "long int",
+            "int32": "int", "int16": "short int", "int8": "signed char", "uint8": "unsigned char",
+            "bool": "bool"}  # fmt: skip
+
+
+def _mixed_operands(op, arrays):
+    """Products do not promote (torch): operands of two dtypes raise, naming them."""
+    first = arrays[0].dtype
+    other = next(x.dtype for x in arrays if x is not None and x.dtype != first)
+    raise RuntimeError(
+        f"{op.name.lstrip('_').split('_')[0]}(): expected m1 and m2 to have the same dtype, "
+        f"but got: {_C_NAMES.get(first.name, first.name)} != {_C_NAMES.get(other.name, other.name)}"
+    )
 
 
 def _narrowed(t, dtype):

@@ -34,6 +34,8 @@ TORCH = {
     "scatter_add": lambda x, src, dim, index: torch.scatter_add(x, dim, index, src),
     "_take_flat": lambda x, index: x.reshape(-1)[index.reshape(-1)].reshape(index.shape),
     "vector_norm": lambda x, **kw: torch.linalg.vector_norm(x, **kw),
+    "_linear": F.linear,
+    "_linear_bias": F.linear,
     "cholesky": torch.linalg.cholesky,
     "solve": torch.linalg.solve,
     "_logabsdet": lambda a: torch.linalg.slogdet(a).logabsdet,

@@ -15,6 +15,7 @@ from nautograd import cli
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 from benchmarks import run as bench_run  # noqa: E402
+from benchmarks.programs import PROGRAMS  # noqa: E402
 
 HAS_MATPLOTLIB = importlib.util.find_spec("matplotlib") is not None
 INSTALLED_PEERS = [p for p in ("torch", "jax") if importlib.util.find_spec(p) is not None]
@@ -48,6 +49,7 @@ def test_bench_tiny_writes_results_json_and_chart(tmp_path):
     assert set(meta["versions"]) >= {"nautograd", "numba", "numpy", *INSTALLED_PEERS}
     assert set(meta["peers_missing"]) == {"torch", "jax"} - set(INSTALLED_PEERS)
     names = [w["name"] for w in result["workloads"]]
+    programs = [bench_run.PROGRAM_PREFIX + p for p in PROGRAMS]
     assert names == [
         "scalar_dag_fwd_bwd[200]",
         "scalar_dag_bwd[200]",
@@ -55,17 +57,25 @@ def test_bench_tiny_writes_results_json_and_chart(tmp_path):
         "mlp_step[8x32-16-16-10,f32]",
         "custom_function_chain[20]",
         "hessian_vector_product[8x8-16-1]",
+        *programs,
     ]
     for w in result["workloads"]:
-        assert set(w["results"]) == {"nautograd", *INSTALLED_PEERS}
+        # the research programs are written against torch's API: no jax
+        peers = [p for p in INSTALLED_PEERS if p != "jax" or w["name"] not in programs]
+        assert set(w["results"]) == {"nautograd", *peers}
         for s in w["results"].values():
             _check_summary(s)
-        assert set(w["ratios"]) == set(INSTALLED_PEERS)
+        assert set(w["ratios"]) == set(peers)
         for p, r in w["ratios"].items():
             assert r == pytest.approx(
                 w["results"][p]["median_s"] / w["results"]["nautograd"]["median_s"]
             )
     assert result["startup"]["in_process_s"] > 0
+    if "torch" in INSTALLED_PEERS:
+        summary = result["programs"]["torch"]
+        assert (
+            summary["count"] == len(PROGRAMS) and summary["min_ratio"] <= summary["geomean_ratio"]
+        )
     # the table names every workload and peer
     for name in names:
         assert name in proc.stdout
@@ -113,7 +123,7 @@ def test_bench_ctrl_c_prints_and_writes_what_finished(tmp_path, monkeypatch, cap
     assert [w["name"] for w in result["workloads"]] == ["scalar_dag_fwd_bwd[200]"]
     assert result["startup"] is None
     out = capsys.readouterr().out
-    assert "interrupted: 1 of 6 workloads finished" in out
+    assert f"interrupted: 1 of {6 + len(PROGRAMS)} workloads finished" in out
     assert "scalar_dag_fwd_bwd[200]" in out and "2.000 ms" in out
 
 
@@ -133,11 +143,13 @@ def test_bench_times_jax_after_every_other_peers_workloads(tmp_path, monkeypatch
     monkeypatch.setattr(bench_run, "first_backward_in_new_process", lambda reps: None)
     code = bench_run.bench_command(size="tiny", out=str(tmp_path))
     assert code == 0
-    assert calls == [("nautograd", "torch")] * 6 + [("jax",)] * 6
+    assert calls == [("nautograd", "torch")] * (6 + len(PROGRAMS)) + [("jax",)] * 6
     result = json.loads((tmp_path / "results.json").read_text())
-    for w in result["workloads"]:
+    for w in result["workloads"][:6]:
         assert list(w["results"]) == ["nautograd", "torch", "jax"]
         assert w["ratios"] == {"torch": 1.0, "jax": 2.0}
+    for w in result["workloads"][6:]:
+        assert list(w["results"]) == ["nautograd", "torch"]
 
 
 def test_format_table_has_a_ratio_per_peer():

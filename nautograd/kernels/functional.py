@@ -13,7 +13,7 @@ import numpy as np
 from .._random import generator
 from .elementwise import add, div, mul, sub, to_copy, where
 from .index import expand, gather, index_select, pad, windows
-from .linalg import matmul
+from .linalg import linear_addmm, linear_mm, matmul
 from .nn import convolution, log_softmax
 from .pointwise import (
     abs_,
@@ -351,6 +351,11 @@ def _linear(apply, input, weight, bias=None):
         lead = tuple(input.shape[:-1])
         flat = apply(reshape, input, shape=(-1, input.shape[-1]))
         return apply(reshape, _linear(apply, flat, weight, bias), shape=lead + (weight.shape[0],))
+    if input.ndim == 2 and getattr(weight, "ndim", 0) == 2 and getattr(bias, "ndim", 1) <= 1:
+        # one node: torch's addmm (mm without a bias)
+        if bias is None:
+            return apply(linear_mm, input, weight)
+        return apply(linear_addmm, input, weight, bias)
     y = apply(matmul, input, apply(t, weight))
     return y if bias is None else apply(add, y, bias)
 

@@ -48,6 +48,19 @@ def strided_params(nx, base, v):
     return (nx, offset, n, len(shape), *shape, *st)
 
 
+def view_params(x, v):
+    """iparams of ``strided_backward`` for ``v``, a numpy view of the C-contiguous array
+    ``x``: its element offset and strides read from the view itself (a view of a fake array
+    of x's shape, _fake, cost ~15 us more an op)."""
+    n = v.size
+    if n == 0:
+        return (x.size, 0, 0, 1, 0, 0)
+    item = x.itemsize
+    offset = (v.ctypes.data - x.ctypes.data) // item
+    shape, (st,) = coalesce(list(v.shape), [[s // item for s in v.strides]])
+    return (x.size, offset, n, len(shape), *shape, *st)
+
+
 @kernel
 def strided_backward(G, G2, go, gi, V, so, sa, ip, fp):
     # ip = (nx, offset, n, nd, shape..., strides...): grad_x[offset + offs[i]] += grad[i]
@@ -98,9 +111,11 @@ def _view_op(name, f, cases, **kw):
     """An op whose result is ``f(x, **kwargs)``, a numpy view of x."""
 
     def forward(x, **kwargs):
+        result = f(x, **kwargs)
+        if x.flags.c_contiguous and x.size:
+            return result, (), view_params(x, result), ()
         base = _fake(x.shape)
-        v = f(base, **kwargs)
-        return f(x, **kwargs), (), strided_params(x.size, base, v), ()
+        return result, (), strided_params(x.size, base, f(base, **kwargs)), ()
 
     forward.__name__ = name
     attributes_of(forward, f)
@@ -240,7 +255,17 @@ def _check_index(x_shape, index):
 
 
 def _index_view_forward(x, index):
-    index, _ = _normalize_index(index)
+    if type(index) is not tuple:  # (the api's _getitem hands a normalized tuple)
+        index, _ = _normalize_index(index)
+    if x.flags.c_contiguous and x.size:
+        # the view itself, an Ellipsis added so that an int for every dim gives a 0-d view
+        # (torch's result is a view too) rather than a numpy scalar
+        try:
+            has = any(i is Ellipsis for i in index)
+            v = x[index if has else (*index, Ellipsis)]
+        except IndexError as e:
+            raise IndexError(f"index(): {e} (tensor of shape {tuple(x.shape)})") from None
+        return v, (), view_params(x, v), ()
     base = _fake(x.shape)
     v = _check_index(x.shape, index)
     return x[index], (), strided_params(x.size, base, v), ()

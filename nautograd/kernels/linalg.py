@@ -1,9 +1,9 @@
 """Linear algebra: matmul for every operand rank torch accepts (batched, broadcast batch dims),
 mm, bmm, mv, dot, outer, einsum, trace, and linalg.inv/det/slogdet/solve/cholesky.
 
-Products run through BLAS (numpy forward; the backward calls gemm straight into the gradient
-buffers, one 2-D product per batch item); factorizations through LAPACK (numpy forward,
-Numba's ``np.linalg`` backward).
+Products run through BLAS (numpy forward for small ones; the backward calls gemm straight into
+the gradient buffers, one 2-D product per batch item); factorizations through scipy's LAPACK
+(kernels/_lapack.py forward, Numba's ``np.linalg`` backward: one OpenBLAS, one thread pool).
 """
 
 import collections
@@ -13,6 +13,7 @@ import numba
 import numpy as np
 
 from .._numba_setup import cached
+from . import _lapack
 from ._jit import KERNEL, assigning, bcast_offsets, gemm, kernel, saved, view
 from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
@@ -262,6 +263,7 @@ matmul = defop(
     _matmul_forward,
     matmul_backward,
     nin=2,
+    same_dtype=True,
     int_ok=True,  # integer products stay integer (torch)
     node_name="MmBackward0",
     methods=("matmul",),
@@ -319,6 +321,7 @@ mm = defop(
     "mm",
     _mm_forward,
     matmul_backward,
+    same_dtype=True,
     nin=2,
     int_ok=True,  # integer products stay integer (torch)
     methods=("mm",),
@@ -329,6 +332,7 @@ bmm = defop(
     "bmm",
     _bmm_forward,
     matmul_backward,
+    same_dtype=True,
     nin=2,
     int_ok=True,  # integer products stay integer (torch)
     methods=("bmm",),
@@ -338,6 +342,7 @@ mv = defop(
     "mv",
     _mv_forward,
     matmul_backward,
+    same_dtype=True,
     nin=2,
     int_ok=True,  # integer products stay integer (torch)
     methods=("mv",),
@@ -348,11 +353,115 @@ dot = defop(
     "dot",
     _dot_forward,
     matmul_backward,
+    same_dtype=True,
     nin=2,
     int_ok=True,  # integer products stay integer (torch)
     methods=("dot",),
     cases=_CASES[3:4],
     lazy=(_matmul_spec("dot", (1, 1)), matmul_lazy),
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# linear: x @ w^T (+ b) as one node (torch's addmm / mm), not t, matmul and add
+
+
+def _linear_forward(x, w, b=None):
+    if x.ndim != 2 or w.ndim != 2 or x.shape[1] != w.shape[1]:
+        raise RuntimeError(
+            f"linear(): mat1 and mat2 shapes cannot be multiplied "
+            f"({'x'.join(map(str, x.shape))} and {'x'.join(map(str, w.shape[::-1]))})"
+        )
+    m, k = x.shape
+    n = w.shape[0]
+    if b is not None and b.shape not in ((n,), (), (1,)):
+        raise RuntimeError(
+            f"linear(): the bias of shape {tuple(b.shape)} does not match the output features ({n})"
+        )
+    if m * k * n >= _BLAS_FLOPS and x.dtype == w.dtype and x.dtype.char in "fd":
+        result = np.empty((m, n), x.dtype)
+        _linear_into(result, np.ascontiguousarray(x), np.ascontiguousarray(w))
+    else:
+        result = np.matmul(x, w.T)
+    if b is not None:
+        result += b
+        bias = 1 if b.size == n else 2  # a (n,) bias, or one element broadcast
+        return result, (x, w), (m, k, n, bias), ()
+    return result, (x, w), (m, k, n, 0), ()
+
+
+@cached(nogil=True)
+def _linear_into(result, x, w):
+    gemm(result, x, w, False, True, 0.0)
+
+
+@assigning
+@kernel
+def linear_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # result = x @ w^T + b, x (m, k), w (n, k): grad_x = grad @ w, grad_w = grad^T @ x,
+    # grad_b = the column sums of grad (all of grad for a one-element bias). The assign
+    # flags follow the inputs' slots: gi[nin + j], nin = 2 or 3 with a bias
+    m, k, n, bias = ip[0], ip[1], ip[2], ip[3]
+    nin = 3 if bias else 2
+    g = view(G, go[0], m * n).reshape((m, n))
+    if gi[0] >= 0:
+        w = saved(V, so, sa, 1, n * k).reshape((n, k))
+        grad_x = view(G, gi[0], m * k).reshape((m, k))
+        gemm(grad_x, g, w, False, False, 0.0 if gi[nin] == 1 else 1.0)
+    if gi[1] >= 0:
+        x = saved(V, so, sa, 0, m * k).reshape((m, k))
+        grad_w = view(G, gi[1], n * k).reshape((n, k))
+        gemm(grad_w, g, x, True, False, 0.0 if gi[nin + 1] == 1 else 1.0)
+    if bias and gi[2] >= 0:
+        nb = n if bias == 1 else 1
+        grad_b = view(G, gi[2], nb)
+        if gi[nin + 2] == 1:
+            for j in range(nb):
+                grad_b[j] = 0.0
+        for i in range(m):
+            row = g[i]
+            if bias == 1:
+                for j in range(n):
+                    grad_b[j] += row[j]
+            else:
+                for j in range(n):
+                    grad_b[0] += row[j]
+
+
+@formula_of(linear_backward)
+def _linear_formula(ctx, grad):
+    x, w = ctx.input(0, 0), ctx.input(1, 1)
+    need = ctx.needs_input_grad
+    grad_x = grad @ w if need[0] else None
+    grad_w = grad.mT @ x if need[1] else None
+    if len(need) == 2:
+        return grad_x, grad_w
+    grad_b = None
+    if need[2]:
+        bs = ctx.input_shapes[2]
+        grad_b = grad.sum(0) if bs == (grad.shape[1],) else grad.sum().reshape(bs)
+    return grad_x, grad_w, grad_b
+
+
+linear_mm = defop(
+    "_linear",
+    _linear_forward,
+    linear_backward,
+    same_dtype=True,
+    nin=2,
+    functions=(),
+    node_name="MmBackward0",
+    cases=[Case(((4, 3), (5, 3))), Case(((1, 7), (2, 7)))],
+)
+linear_addmm = defop(
+    "_linear_bias",
+    _linear_forward,
+    linear_backward,
+    same_dtype=True,
+    nin=3,
+    functions=(),
+    node_name="AddmmBackward0",
+    cases=[Case(((4, 3), (5, 3), (5,))), Case(((3, 2), (4, 2), (1,)))],
 )
 
 
@@ -387,7 +496,7 @@ def _square(op, a):
     return numel(a.shape[:-2]), a.shape[-1]
 
 
-def _lapack(op, f, *args):
+def _lapack_call(op, f, *args):
     try:
         return f(*args)
     except np.linalg.LinAlgError as e:
@@ -455,19 +564,19 @@ def square_backward(G, G2, go, gi, V, so, sa, ip, fp):
 
 def _inv_forward(a):
     B, n = _square("linalg.inv", a)
-    result = _lapack("linalg.inv", np.linalg.inv, a)
+    result = _lapack_call("linalg.inv", _lapack.inv, a)
     return result, (a, result), (B, n, INV), ()
 
 
 def _det_forward(a):
     B, n = _square("linalg.det", a)
-    result = np.asarray(_lapack("linalg.det", np.linalg.det, a), dtype=a.dtype)
+    result = np.asarray(_lapack_call("linalg.det", _lapack.det, a), dtype=a.dtype)
     return result, (a, result.reshape(-1)), (B, n, DET), ()
 
 
 def _logabsdet_forward(a):
     B, n = _square("linalg.slogdet", a)
-    _, result = _lapack("linalg.slogdet", np.linalg.slogdet, a)
+    _, result = _lapack_call("linalg.slogdet", _lapack.slogdet, a)
     result = np.asarray(result, dtype=a.dtype)
     return result, (a, result.reshape(-1)), (B, n, LOGABSDET), ()
 
@@ -475,7 +584,7 @@ def _logabsdet_forward(a):
 def _cholesky_forward(a):
     B, n = _square("linalg.cholesky", a)
     try:
-        result = np.linalg.cholesky(a)
+        result = _lapack.cholesky(a)
     except np.linalg.LinAlgError:
         raise RuntimeError(
             "linalg.cholesky(): The factorization could not be completed because the input is "
@@ -552,7 +661,7 @@ logabsdet = defop(
 
 def _slogdet_sign_forward(a):
     _square("linalg.slogdet", a)
-    sign, _ = _lapack("linalg.slogdet", np.linalg.slogdet, a)
+    sign, _ = _lapack_call("linalg.slogdet", _lapack.slogdet, a)
     return np.asarray(sign, dtype=a.dtype), (), (), ()
 
 
@@ -617,7 +726,7 @@ def _solve_forward(a, b, left=True):
             f"linalg.solve(): incompatible shapes: A {tuple(a.shape)} and B {tuple(b.shape)} "
             "(batch dims must match; broadcasting them is not supported)"
         )
-    x = _lapack("linalg.solve", np.linalg.solve, a, bb)
+    x = _lapack_call("linalg.solve", _lapack.solve, a, bb)
     k = bb.shape[-1]
     return (x[..., 0] if vector else x), (a, x), (B, n, k), ()
 

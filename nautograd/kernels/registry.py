@@ -59,6 +59,7 @@ class Op:
     differentiable: bool = True
     int_result: bool = False  # result dtype is not floating (comparisons)
     int_ok: bool = False  # integer/bool inputs stay integer (add, sum, shape ops); else promoted
+    same_dtype: bool = False  # tensor inputs of different dtypes raise (products), not promoted
     opcode: int = -1
     composite: bool = False  # api is the whole op: it calls other ops through apply
     cases: list = field(default_factory=list)  # see tests/op_cases.py
