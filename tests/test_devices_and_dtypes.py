@@ -150,3 +150,22 @@ def test_non_recorded_in_place_updates_match_torch():
     x = ng.tensor(np.abs(a))
     x.sqrt_()
     np.testing.assert_allclose(x.numpy(), np.sqrt(np.abs(a)))
+
+
+@pytest.mark.parametrize(
+    "f",
+    [
+        lambda lib, a, b: a @ b,
+        lambda lib, a, b: lib.mm(a, b),
+        lambda lib, a, b: lib.nn.functional.linear(a, b),
+        lambda lib, a, b: lib.nn.functional.linear(a, a, b[0]),
+        lambda lib, a, b: lib.dot(a[0], b[0]),
+    ],
+)
+def test_products_of_two_dtypes_raise_instead_of_promoting(f):
+    a, b = ng.ones(2, 2), ng.ones(2, 2, dtype=ng.float32)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        f(ng, a, b)
+    with pytest.raises(RuntimeError, match="same dtype"):
+        f(torch, torch.ones(2, 2, dtype=torch.float64), torch.ones(2, 2))
+    assert (ng.ones(2, 2, dtype=ng.int64) @ ng.ones(2, 2, dtype=ng.int64)).dtype == ng.int64
