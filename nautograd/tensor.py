@@ -963,6 +963,12 @@ def _run(op, args, arrays, dt, rg, kwargs):
     """Forward ``op`` on prepared arrays; record a node when grad mode is on and rg."""
     result, saved, ip, fp = op.forward(*arrays, **kwargs)
     multi = isinstance(result, tuple)
+    if multi:
+        result = tuple([_canonical(r) for r in result])
+    elif type(result) is np.ndarray:
+        d = result.dtype
+        if d is not float64 and d is not float32 and (d == float64 or d == float32):
+            result = _canonical(result)
     if rg and op.int_ok and not multi and result.dtype.kind != "f":
         rg = False  # an integer or bool result (a cast, a sum of bools) has no gradient
     if not (rg and _grad_state.enabled and op.differentiable):
@@ -1053,6 +1059,23 @@ def _run(op, args, arrays, dt, rg, kwargs):
     if saved:
         _note_versions(tape, node, args, saved, (t,))
     return t
+
+
+def _canonical(a):
+    """``a`` with numpy's own float64/float32 dtype object. Arrays made by cached compiled
+    functions carry an equal dtype object of their own (unpickled from Numba's cache), and
+    the dispatch's fast paths test ``dtype is float64``: every op downstream of such a result
+    took the general path (~2 us more) and never deferred."""
+    if type(a) is not np.ndarray:
+        return a
+    d = a.dtype
+    if d is float64 or d is float32:
+        return a
+    if d == float64:
+        return a.view(float64)
+    if d == float32:
+        return a.view(float32)
+    return a
 
 
 def _reserve(tape, k):

@@ -839,3 +839,15 @@ def test_a_forced_deferred_result_gives_its_handle_back_when_it_dies():
     h = y._h
     del y
     assert tape.h2node[h] == -1 and h in tape.free_h
+
+
+def test_results_of_cached_compiled_functions_keep_numpys_dtype_objects():
+    # a product of 2^16 multiply-adds or more runs in a cached compiled function, whose
+    # result carried a dtype object unpickled from Numba's cache: equal to float32, not it,
+    # and every op downstream of it left the fast paths (and the deferred forward)
+    for dt in (np.float32, np.float64):
+        x = ng.tensor(np.ones((16, 64), dt))
+        w = ng.tensor(np.ones((64, 256), dt), requires_grad=True)
+        y = x @ w
+        assert y._data.dtype is np.dtype(dt)
+        assert ng.sigmoid(y).sum()._data.dtype is np.dtype(dt)
