@@ -13,6 +13,12 @@ def _pow(x, exponent):
     return torch.pow(x, exponent)
 
 
+def _torch_nll(x, target, weight, denom, reduction):
+    t = torch.as_tensor(np.asarray(target))
+    losses = -(x[torch.arange(x.shape[0]), t] * torch.as_tensor(np.asarray(weight), dtype=x.dtype))
+    return losses if reduction == 0 else losses.sum() / denom
+
+
 # ops whose torch reference is not torch.<name>(*inputs, **kwargs)
 TORCH = {
     "pow_scalar": lambda x, exponent: torch.pow(x, exponent),
@@ -34,6 +40,10 @@ TORCH = {
     "scatter_add": lambda x, src, dim, index: torch.scatter_add(x, dim, index, src),
     "_take_flat": lambda x, index: x.reshape(-1)[index.reshape(-1)].reshape(index.shape),
     "vector_norm": lambda x, **kw: torch.linalg.vector_norm(x, **kw),
+    "_nll": lambda x, target, weight, denom, reduction: _torch_nll(
+        x, target, weight, denom, reduction
+    ),
+    "split_with_sizes": lambda x, dim, sections: torch.split_with_sizes(x, list(sections), dim),
     "_linear": F.linear,
     "_linear_bias": F.linear,
     "cholesky": torch.linalg.cholesky,

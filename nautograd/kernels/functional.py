@@ -12,9 +12,9 @@ import numpy as np
 
 from .._random import generator
 from .elementwise import add, div, mul, sub, to_copy, where
-from .index import expand, gather, index_select, pad, windows
+from .index import expand, index_select, pad, windows
 from .linalg import linear_addmm, linear_mm, matmul
-from .nn import convolution, log_softmax
+from .nn import NLL_NONE, NLL_SUM, convolution, log_softmax, nll
 from .pointwise import (
     abs_,
     binary_cross_entropy_elements,
@@ -184,16 +184,13 @@ def _nll_loss(apply, input, target, weight=None, ignore_index=-100, reduction="m
         )
     w = np.ones(C) if weight is None else _values(weight).astype(np.float64)
     wt = (w[t] * valid).astype(x2.dtype)
-    picked = apply(reshape, apply(gather, x2, dim=1, index=t[:, None]), shape=(-1,))
-    losses = apply(neg, apply(mul, picked, wt))
-    if reduction == "none":
-        return apply(reshape, losses, shape=target_shape)
-    total = apply(sum_, losses)
-    if reduction == "sum":
-        return total
-    if reduction == "mean":
-        return apply(div, total, float(wt.sum()))
-    raise ValueError(f"{reduction} is not a valid value for reduction")
+    if reduction not in ("none", "sum", "mean"):
+        raise ValueError(f"{reduction} is not a valid value for reduction")
+    # one node; mean divides by the summed weights (0/0 = nan when every row is ignored)
+    code = NLL_NONE if reduction == "none" else NLL_SUM
+    denom = float(wt.sum()) if reduction == "mean" else 1.0
+    out = apply(nll, x2, target=t, weight=wt, denom=denom, reduction=code)
+    return apply(reshape, out, shape=target_shape) if reduction == "none" else out
 
 
 def _cross_entropy(

@@ -19,7 +19,7 @@ import numbers
 import numpy as np
 
 from ._jit import bcast_offsets, kernel, saved_index, view
-from ._shapes import binary_params, coalesce, wrap_dim
+from ._shapes import binary_params, coalesce, outer_inner, wrap_dim
 from .registry import Case, attributes_of, defcomposite, defop, formula_of
 
 # ---------------------------------------------------------------------------------------------
@@ -867,11 +867,60 @@ def _split(apply, tensor, split_size_or_sections, dim=0):
                 f"split_with_sizes expects split_sizes to sum exactly to {size} (input tensor's "
                 f"size at dimension {d}), but got split_sizes={sections}"
             )
-    out, start = [], 0
+    if tensor.ndim == 0:
+        raise RuntimeError("split(): split expects at least a 1-dimensional tensor")
+    if len(sections) == 1:
+        return (apply(narrow, tensor, dim=d, start=0, length=sections[0]),)
+    # one node with a view per section (torch's SplitWithSizesBackward0), not a narrow each
+    return apply(split_with_sizes, tensor, dim=d, sections=tuple(sections))
+
+
+def _split_forward(x, dim, sections):
+    outer, size, inner = outer_inner(x.shape, dim)
+    index = (slice(None),) * dim
+    results, start = [], 0
     for s in sections:
-        out.append(apply(narrow, tensor, dim=d, start=start, length=s))
+        results.append(x[index + (slice(start, start + s), Ellipsis)])
         start += s
-    return tuple(out)
+    return tuple(results), (), (outer, size, inner, len(sections), *sections), ()
+
+
+@kernel
+def split_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # ip = (outer, size, inner, k, sections...): output j is x[..., start_j : start_j + s_j, ...]
+    # along the middle axis of x viewed as (outer, size, inner)
+    if gi[0] < 0:
+        return
+    outer, size, inner, k = ip[0], ip[1], ip[2], ip[3]
+    grad_x = view(G, gi[0], outer * size * inner)
+    start = 0
+    for j in range(k):
+        s = ip[4 + j]
+        if go[j] >= 0 and s > 0:
+            run = s * inner
+            g = view(G, go[j], outer * run)
+            for o in range(outer):
+                base = (o * size + start) * inner
+                for c in range(run):
+                    grad_x[base + c] += g[o * run + c]
+        start += s
+
+
+split_with_sizes = defop(
+    "split_with_sizes",
+    _split_forward,
+    split_backward,
+    # (the walk gives outputs no consumer used zeros)
+    formula=lambda ctx, *grads: (ctx.ng.cat(grads, dim=ctx.kwargs["dim"]),),
+    int_ok=True,
+    functions=(),
+    node_name="SplitWithSizesBackward0",
+    cases=[
+        Case(((5, 4),), {"dim": 0, "sections": (2, 2, 1)}),
+        Case(((3, 7),), {"dim": 1, "sections": (3, 0, 4)}),
+        Case(((2, 6, 3),), {"dim": 1, "sections": (1, 5)}),
+    ],
+)
 
 
 def _chunk(apply, input, chunks, dim=0):

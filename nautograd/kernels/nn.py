@@ -7,7 +7,7 @@ import numpy as np
 
 from .._numba_setup import cached
 from .._threads import MIN_SIZE, parallel_for
-from ._jit import assigning, bcast_offsets, gemm, kernel, parallel, part, saved, view
+from ._jit import assigning, bcast_offsets, gemm, kernel, parallel, part, saved, saved_index, view
 from ._shapes import outer_inner, wrap_dim
 from ._vmath import LOOP, vexp
 from .reduce import _kept, _reduce_params
@@ -591,5 +591,85 @@ convolution = defop(
         Case(((2, 3, 5, 5), (4, 3, 3, 3)), _conv_args((1, 1), (0, 0), (1, 1), 1)),
         Case(((1, 4, 6, 7), (2, 2, 2, 3)), _conv_args((2, 1), (1, 2), (1, 1), 2)),
         Case(((2, 2, 7, 6), (3, 2, 3, 2)), _conv_args((1, 2), (2, 1), (2, 3), 1)),
+    ],
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# nll_loss on class indices: one node (torch's NllLossBackward0), not gather, mul, neg, sum, div
+
+NLL_NONE, NLL_SUM = 0, 1  # reductions; mean is a sum divided by the summed weights (fp[0])
+
+
+def _nll_forward(x, target, weight, denom, reduction):
+    # x (M, C) log-probabilities, target (M,) int64 classes, weight (M,) the class weight of
+    # each row (0 where the target is ignored), denom: 1, or the summed weights for mean
+    M, C = x.shape
+    losses = -(x[np.arange(M), target] * weight)
+    if reduction == NLL_NONE:
+        result = losses
+    else:
+        with np.errstate(divide="ignore", invalid="ignore"):  # (every row ignored: nan)
+            result = np.asarray(losses.sum() / x.dtype.type(denom), dtype=x.dtype)
+    return result, (target, weight), (M, C, reduction), (float(denom),)
+
+
+@kernel
+def nll_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # grad_x[i, t_i] -= w_i * grad_i (the loss of row i is -w_i x[i, t_i]), grad divided by
+    # denom when reduced
+    if gi[0] < 0:
+        return
+    M, C, reduction = ip[0], ip[1], ip[2]
+    t = saved_index(sa, 0, M)
+    w = saved(V, so, sa, 1, M)
+    grad_x = view(G, gi[0], M * C)
+    if reduction == NLL_NONE:
+        g = view(G, go[0], M)
+        for i in range(M):
+            grad_x[i * C + t[i]] -= w[i] * g[i]
+    else:
+        g0 = view(G, go[0], 1)[0] / fp[0]
+        for i in range(M):
+            grad_x[i * C + t[i]] -= w[i] * g0
+
+
+def _nll_formula(ctx, grad):
+    from .index import scatter_formula
+
+    M, C, reduction = ctx.ip
+    t, w = ctx.kwargs["target"], ctx.kwargs["weight"]
+    if reduction == NLL_NONE:
+        rows = grad
+    else:
+        rows = (grad / ctx.fp[0]).reshape(1).expand(M)
+    return (scatter_formula(ctx, rows * ctx.constant(-w), np.arange(M) * C + t),)
+
+
+def _nll_case(f, x, target, weight, denom, reduction):
+    # (numpy arrays for either library: torch's reference converts them itself)
+    dt = x.dtype if isinstance(x.dtype, np.dtype) else None
+    return f(x, target=np.asarray(target, np.int64), weight=np.asarray(weight, dt),
+             denom=denom, reduction=reduction)  # fmt: skip
+
+
+nll = defop(
+    "_nll",
+    _nll_forward,
+    nll_backward,
+    formula=_nll_formula,
+    functions=(),
+    node_name="NllLossBackward0",
+    cases=[
+        Case(
+            ((3, 4),),
+            {"target": [0, 3, 1], "weight": [1.0, 0.5, 2.0], "denom": 3.5, "reduction": NLL_SUM},
+            call=_nll_case,
+        ),  # fmt: skip
+        Case(
+            ((3, 4),),
+            {"target": [2, 2, 0], "weight": [1.0, 0.0, 1.0], "denom": 1.0, "reduction": NLL_NONE},
+            call=_nll_case,
+        ),  # fmt: skip
     ],
 )
