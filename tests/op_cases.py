@@ -14,6 +14,8 @@ def _pow(x, exponent):
 
 
 def _torch_nll(x, target, weight, denom, reduction):
+    if not x.is_floating_point():  # (torch's nll_loss has no integer kernels)
+        raise RuntimeError(f"nll_loss: not implemented for {x.dtype}")
     t = torch.as_tensor(np.asarray(target))
     losses = -(x[torch.arange(x.shape[0]), t] * torch.as_tensor(np.asarray(weight), dtype=x.dtype))
     return losses if reduction == 0 else losses.sum() / denom

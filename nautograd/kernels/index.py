@@ -276,6 +276,18 @@ def _index_take_forward(x, index):
     # is what the backward scatters through; the result is numpy's own gather of x (a row
     # gather, not an element gather through the map: 0.5 ms instead of ~3 ms at 10^6)
     index, _ = _normalize_index(index)
+    if len(index) == 1 and x.ndim and x.shape[0] and index[0].dtype.kind in "iu":
+        # rows by an integer array (a minibatch X[idx]): the map of the chosen rows only, not
+        # of all of x's positions indexed (X of 2,000 x 100, 200 rows: ~150 us less)
+        rows = index[0]
+        try:
+            result = np.ascontiguousarray(x[rows])
+        except IndexError as e:
+            raise IndexError(f"index(): {e} (tensor of shape {tuple(x.shape)})") from None
+        inner = x.size // x.shape[0]
+        positions = ((rows % x.shape[0]) * inner).reshape(rows.shape + (1,)) + np.arange(inner)
+        positions = positions.reshape(result.shape)
+        return result, (positions,), (x.size, positions.size), ()
     try:
         positions = _positions(x.shape)[index]
     except IndexError as e:

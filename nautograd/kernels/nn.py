@@ -604,7 +604,23 @@ NLL_NONE, NLL_SUM = 0, 1  # reductions; mean is a sum divided by the summed weig
 def _nll_forward(x, target, weight, denom, reduction):
     # x (M, C) log-probabilities, target (M,) int64 classes, weight (M,) the class weight of
     # each row (0 where the target is ignored), denom: 1, or the summed weights for mean
+    if x.ndim != 2:
+        raise RuntimeError(f"nll_loss(): expected a 2-D input (rows, classes), got {x.shape}")
+    if x.dtype.kind != "f":
+        raise RuntimeError(f"nll_loss(): expected a floating input, got {x.dtype}")
     M, C = x.shape
+    target = np.asarray(target)
+    weight = np.asarray(weight)
+    if target.shape != (M,) or weight.shape != (M,) or target.dtype.kind not in "iu":
+        raise ValueError(
+            f"nll_loss(): expected an integer target and row weights of shape ({M},) for an "
+            f"input of shape {x.shape}, got {target.shape} and {weight.shape}"
+        )
+    if M and (target.min() < 0 or target.max() >= C):
+        bad = int(target.min() if target.min() < 0 else target.max())
+        raise IndexError(f"nll_loss(): Target {bad} is out of bounds for {C} classes.")
+    target = target.astype(np.int64, copy=False)
+    weight = weight.astype(x.dtype, copy=False)
     losses = -(x[np.arange(M), target] * weight)
     if reduction == NLL_NONE:
         result = losses
@@ -659,6 +675,7 @@ nll = defop(
     nll_backward,
     formula=_nll_formula,
     functions=(),
+    int_ok=True,  # (an integer input reaches the forward, which raises as torch does)
     node_name="NllLossBackward0",
     cases=[
         Case(
