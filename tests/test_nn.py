@@ -327,3 +327,36 @@ def test_embedding_takes_padding_idx_positionally_as_torch():
     out.sum().backward()
     assert w.grad.numpy()[1].tolist() == [0.0, 0.0, 0.0]
     assert w.grad.numpy()[2].tolist() == [1.0, 1.0, 1.0]
+
+
+def test_nll_node_with_targets_of_another_row_count_raises():
+    # the fused nll node read rows past its input when called with targets of another length
+    # (found by the bad-input fuzzer); nll_loss itself checks the batch sizes first
+    from nautograd.kernels.nn import NLL_SUM, nll
+
+    x = ng.tensor(np.zeros((1, 4)), requires_grad=True)
+    with pytest.raises(
+        ValueError, match=r"expected an integer target and row weights of shape \(1,\)"
+    ):
+        ng.tensor_apply(nll, x, target=np.array([0, 3, 1]), weight=np.ones(3), denom=1.0,
+                        reduction=NLL_SUM)  # fmt: skip
+    with pytest.raises(IndexError, match="Target 4 is out of bounds for 4 classes"):
+        ng.tensor_apply(nll, x, target=np.array([4]), weight=np.ones(1), denom=1.0,
+                        reduction=NLL_SUM)  # fmt: skip
+    with pytest.raises(ValueError, match=r"Expected input batch_size \(1\) to match target"):
+        nn.functional.nll_loss(x, ng.tensor([0, 1]))
+
+
+def test_parameter_containers_register_their_items():
+    pl = nn.ParameterList([ng.zeros(2), nn.Parameter(ng.ones(3))])
+    pd = nn.ParameterDict({"a": ng.zeros(1)})
+    pd["b"] = ng.ones(2)
+    assert len(pl) == 2 and all(isinstance(p, nn.Parameter) for p in pl)
+    assert list(pd) == ["a", "b"] and "b" in pd and len(pd) == 2
+    assert [n for n, _ in pd.named_parameters()] == ["a", "b"]
+    assert pd.pop("a").shape == (1,) and list(pd.keys()) == ["b"]
+    md = nn.ModuleDict([("x", nn.Tanh())])
+    md.update({"y": nn.ReLU()})
+    assert list(md.keys()) == ["x", "y"] and isinstance(md["y"], nn.ReLU)
+    del md["x"]
+    assert list(md) == ["y"]

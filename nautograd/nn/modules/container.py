@@ -116,52 +116,62 @@ class ModuleList(Module):
             self.add_module(str(i), m)
 
 
-class ModuleDict(Module):
+class _Mapping(Module):
+    """The dict protocol over one of the Module's tables (``_table``: its name)."""
+
+    _table = ""
+
+    def _items(self):
+        return self.__dict__[self._table]
+
+    def __getitem__(self, key):
+        return self._items()[key]
+
+    def __delitem__(self, key):
+        del self._items()[key]
+
+    def __len__(self):
+        return len(self._items())
+
+    def __iter__(self):
+        return iter(self._items())
+
+    def __contains__(self, key):
+        return key in self._items()
+
+    def keys(self):
+        return self._items().keys()
+
+    def items(self):
+        return self._items().items()
+
+    def values(self):
+        return self._items().values()
+
+    def pop(self, key):
+        return self._items().pop(key)
+
+    def clear(self):
+        self._items().clear()
+
+    def update(self, pairs):
+        """Add the (key, value) pairs of a mapping or an iterable of pairs."""
+        for key, value in pairs.items() if hasattr(pairs, "items") else pairs:
+            self[key] = value
+
+
+class ModuleDict(_Mapping):
     """A dict of modules, registered under their keys."""
+
+    _table = "_modules"
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.update(modules)
 
-    def __getitem__(self, key):
-        return self._modules[key]
-
     def __setitem__(self, key, module):
         self.add_module(key, module)
-
-    def __delitem__(self, key):
-        del self._modules[key]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def items(self):
-        return self._modules.items()
-
-    def values(self):
-        return self._modules.values()
-
-    def pop(self, key):
-        return self._modules.pop(key)
-
-    def clear(self):
-        self._modules.clear()
-
-    def update(self, modules):
-        """Add the (key, module) pairs of a mapping or an iterable of pairs."""
-        pairs = modules.items() if hasattr(modules, "items") else modules
-        for key, module in pairs:
-            self[key] = module
 
 
 class ParameterList(Module):
@@ -195,45 +205,18 @@ class ParameterList(Module):
         return self
 
 
-class ParameterDict(Module):
+class ParameterDict(_Mapping):
     """A dict of Parameters, registered under their keys."""
+
+    _table = "_parameters"
 
     def __init__(self, parameters=None):
         super().__init__()
         if parameters is not None:
             self.update(parameters)
 
-    def __getitem__(self, key):
-        return self._parameters[key]
-
     def __setitem__(self, key, value):
         self.register_parameter(key, _as_param(value))
-
-    def __delitem__(self, key):
-        del self._parameters[key]
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key):
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def items(self):
-        return self._parameters.items()
-
-    def values(self):
-        return self._parameters.values()
-
-    def update(self, parameters):
-        pairs = parameters.items() if hasattr(parameters, "items") else parameters
-        for key, value in pairs:
-            self[key] = value
 
 
 def _as_param(value):
