@@ -490,6 +490,10 @@ class Tensor:
 
     # -- in-place ops (outside recording) -----------------------------------------------------
 
+    def view_as(self, other):
+        """This tensor viewed with ``other``'s shape (``view(other.shape)``)."""
+        return self.view(*other.shape)
+
     def type_as(self, other):
         """This tensor converted to ``other``'s dtype."""
         return self.to(other._data.dtype)

@@ -169,3 +169,20 @@ def test_products_of_two_dtypes_raise_instead_of_promoting(f):
     with pytest.raises(RuntimeError, match="same dtype"):
         f(torch, torch.ones(2, 2, dtype=torch.float64), torch.ones(2, 2))
     assert (ng.ones(2, 2, dtype=ng.int64) @ ng.ones(2, 2, dtype=ng.int64)).dtype == ng.int64
+
+
+def test_view_as_and_the_legacy_variable_match_torch():
+    from torch.autograd import Variable as TorchVariable
+
+    x = ng.tensor(np.arange(6.0), requires_grad=True)
+    y = x.view_as(ng.zeros(2, 3))
+    assert y.shape == torch.ones(6).view_as(torch.zeros(2, 3)).shape
+    (y * ng.tensor(np.arange(6.0).reshape(2, 3))).sum().backward()
+    assert x.grad.tolist() == list(np.arange(6.0))
+    v = ng.autograd.Variable(ng.ones(2), requires_grad=True)
+    tv = TorchVariable(torch.ones(2), requires_grad=True)
+    assert v.requires_grad == tv.requires_grad and v.is_leaf == tv.is_leaf
+    assert isinstance(ng.ones(1), ng.autograd.Variable) and isinstance(v, ng.Tensor)
+    assert not isinstance(np.ones(1), ng.autograd.Variable)
+    with pytest.raises(TypeError, match="Variable data has to be a tensor, but got int"):
+        ng.autograd.Variable(3)

@@ -18,6 +18,7 @@ from .grad_mode import (
     set_grad_enabled,
 )
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
+from .variable import Variable
 
 __all__ = [
     "Function",
@@ -38,4 +39,5 @@ __all__ = [
     "gradcheck",
     "gradgradcheck",
     "GradcheckError",
+    "Variable",
 ]
