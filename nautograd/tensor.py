@@ -1426,6 +1426,8 @@ def _lazy(op, args, kwargs):
         tape = _tape_local.tape
     except AttributeError:
         tape = current_tape()
+    if tape.running:  # (first: a create_graph walk's formulas call this for every op)
+        return None
     if tape.batch is None and _batches_too_small(tape):
         return None
     if len(args) == 1:
