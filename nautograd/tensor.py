@@ -631,37 +631,29 @@ class Tensor:
         self._bump()
         return self
 
-    def uniform_(self, a=0.0, b=1.0, generator=None):
-        """Fill in place with samples of U(a, b) (nautograd's generator, see manual_seed)."""
+    def _random_(self, generator, draw):
+        """Fill in place with ``draw(generator, shape)`` (nautograd's generator by default,
+        see manual_seed)."""
         self._check_inplace()
-        g = _generator() if generator is None else generator
-        self._data[...] = g.uniform(a, b, self._data.shape)
+        self._data[...] = draw(_generator() if generator is None else generator, self._data.shape)
         self._bump()
         return self
+
+    def uniform_(self, a=0.0, b=1.0, generator=None):
+        """Fill in place with samples of U(a, b)."""
+        return self._random_(generator, lambda g, shape: g.uniform(a, b, shape))
 
     def normal_(self, mean=0.0, std=1.0, generator=None):
         """Fill in place with samples of N(mean, std^2)."""
-        self._check_inplace()
-        g = _generator() if generator is None else generator
-        self._data[...] = g.normal(mean, std, self._data.shape)
-        self._bump()
-        return self
+        return self._random_(generator, lambda g, shape: g.normal(mean, std, shape))
 
     def exponential_(self, lambd=1.0, generator=None):
         """Fill in place with samples of Exp(lambd)."""
-        self._check_inplace()
-        g = _generator() if generator is None else generator
-        self._data[...] = g.exponential(1.0 / lambd, self._data.shape)
-        self._bump()
-        return self
+        return self._random_(generator, lambda g, shape: g.exponential(1.0 / lambd, shape))
 
     def bernoulli_(self, p=0.5, generator=None):
         """Fill in place with 0/1 samples of Bernoulli(p)."""
-        self._check_inplace()
-        g = _generator() if generator is None else generator
-        self._data[...] = g.random(self._data.shape) < _as_array(p)
-        self._bump()
-        return self
+        return self._random_(generator, lambda g, shape: g.random(shape) < _as_array(p))
 
     def __deepcopy__(self, memo):
         """A leaf copy: its own memory, the same ``requires_grad`` and ``.grad`` copied (torch

@@ -6,11 +6,18 @@ from collections import OrderedDict
 from .module import Module
 
 
-def _index(i, n, what):
+def _index(i, n):
     i = int(i)
     if not -n <= i < n:
         raise IndexError(f"index {i} is out of range")
     return i % n
+
+
+def _renumber(table, values):
+    """``table`` holds ``values`` under ``"0"``, ``"1"``, ... (after a deletion)."""
+    table.clear()
+    for i, v in enumerate(values):
+        table[str(i)] = v
 
 
 class Sequential(Module):
@@ -41,22 +48,19 @@ class Sequential(Module):
         if isinstance(idx, slice):
             return type(self)(OrderedDict(list(self._modules.items())[idx]))
         keys = list(self._modules)
-        return self._modules[keys[_index(idx, len(keys), "Sequential")]]
+        return self._modules[keys[_index(idx, len(keys))]]
 
     def __setitem__(self, idx, module):
         keys = list(self._modules)
-        setattr(self, keys[_index(idx, len(keys), "Sequential")], module)
+        setattr(self, keys[_index(idx, len(keys))], module)
 
     def __delitem__(self, idx):
         keys = list(self._modules)
-        targets = keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys), "")]]
+        targets = keys[idx] if isinstance(idx, slice) else [keys[_index(idx, len(keys))]]
         for key in targets:
             del self._modules[key]
         # (torch renumbers the remaining modules)
-        items = list(self._modules.values())
-        self._modules.clear()
-        for i, module in enumerate(items):
-            self._modules[str(i)] = module
+        _renumber(self._modules, list(self._modules.values()))
 
     def append(self, module):
         """Add ``module`` at the end; returns self."""
@@ -64,56 +68,69 @@ class Sequential(Module):
         return self
 
 
-class ModuleList(Module):
-    """A list of modules, registered as submodules ``"0"``, ``"1"``, ..."""
+class _Listing(Module):
+    """A list over one of the Module's tables (``_table``), its items keyed ``"0"``, ``"1"``,
+    ...; ``_put(key, value)`` registers an item."""
 
-    def __init__(self, modules=None):
+    _table = ""
+
+    def __init__(self, values=None):
         super().__init__()
-        if modules is not None:
-            self.extend(modules)
+        if values is not None:
+            self.extend(values)
+
+    def _items(self):
+        return self.__dict__[self._table]
 
     def __len__(self):
-        return len(self._modules)
+        return len(self._items())
 
     def __iter__(self):
-        return iter(self._modules.values())
+        return iter(self._items().values())
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
-            return type(self)(list(self._modules.values())[idx])
-        return self._modules[str(_index(idx, len(self), "ModuleList"))]
+            return type(self)(list(self._items().values())[idx])
+        return self._items()[str(_index(idx, len(self)))]
 
-    def __setitem__(self, idx, module):
-        self.add_module(str(_index(idx, len(self), "ModuleList")), module)
+    def __setitem__(self, idx, value):
+        self._put(str(_index(idx, len(self))), value)
 
     def __delitem__(self, idx):
-        items = list(self._modules.values())
-        del items[idx if isinstance(idx, slice) else _index(idx, len(items), "")]
-        self._modules.clear()
-        for i, module in enumerate(items):
-            self._modules[str(i)] = module
+        values = list(self._items().values())
+        del values[idx if isinstance(idx, slice) else _index(idx, len(values))]
+        _renumber(self._items(), values)
 
-    def __iadd__(self, modules):
-        return self.extend(modules)
+    def __iadd__(self, values):
+        return self.extend(values)
 
-    def append(self, module):
-        """Add ``module`` at the end; returns self."""
-        self.add_module(str(len(self)), module)
+    def append(self, value):
+        """Add ``value`` at the end; returns self."""
+        self._put(str(len(self)), value)
         return self
 
-    def extend(self, modules):
-        """Add each of ``modules`` at the end; returns self."""
-        for module in modules:
-            self.append(module)
+    def extend(self, values):
+        """Add each of ``values`` at the end; returns self."""
+        for v in values:
+            self.append(v)
         return self
 
-    def insert(self, index, module):
-        """Insert ``module`` before position ``index``."""
-        items = list(self._modules.values())
-        items.insert(index, module)
-        self._modules.clear()
-        for i, m in enumerate(items):
-            self.add_module(str(i), m)
+    def insert(self, index, value):
+        """Insert ``value`` before position ``index``."""
+        values = list(self._items().values())
+        values.insert(index, value)
+        self._items().clear()
+        for i, v in enumerate(values):
+            self._put(str(i), v)
+
+
+class ModuleList(_Listing):
+    """A list of modules, registered as submodules ``"0"``, ``"1"``, ..."""
+
+    _table = "_modules"
+
+    def _put(self, key, module):
+        self.add_module(key, module)
 
 
 class _Mapping(Module):
@@ -174,35 +191,13 @@ class ModuleDict(_Mapping):
         self.add_module(key, module)
 
 
-class ParameterList(Module):
-    """A list of Parameters, registered as ``"0"``, ``"1"``, ..."""
+class ParameterList(_Listing):
+    """A list of Parameters (a plain tensor becomes one), registered as ``"0"``, ``"1"``, ..."""
 
-    def __init__(self, values=None):
-        super().__init__()
-        if values is not None:
-            self.extend(values)
+    _table = "_parameters"
 
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters.values())
-
-    def __getitem__(self, idx):
-        return self._parameters[str(_index(idx, len(self), "ParameterList"))]
-
-    def __setitem__(self, idx, param):
-        self.register_parameter(str(_index(idx, len(self), "ParameterList")), _as_param(param))
-
-    def append(self, value):
-        """Add ``value`` (made a Parameter if it is a plain tensor) at the end."""
-        self.register_parameter(str(len(self)), _as_param(value))
-        return self
-
-    def extend(self, values):
-        for v in values:
-            self.append(v)
-        return self
+    def _put(self, key, value):
+        self.register_parameter(key, _as_param(value))
 
 
 class ParameterDict(_Mapping):
