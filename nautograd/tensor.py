@@ -107,6 +107,10 @@ class Tensor:
     _retains = False
     _hooks = None
     _is_param = False  # an nn.Parameter (nn/parameter.py): only its repr and isinstance differ
+    # a recorded view's base (the first tensor of its chain of views), and a non-leaf base's
+    # views (weak references): in-place ops rewrite both (autograd/inplace.py)
+    _view_base = None
+    _views = None
     __array_priority__ = 1000
     __array_ufunc__ = None  # numpy operators defer to Tensor's reflected methods
 
@@ -430,11 +434,6 @@ class Tensor:
 
     __hash__ = object.__hash__
 
-    def __setitem__(self, index, value):
-        self._check_inplace(value)
-        self._data[index] = value._data if isinstance(value, Tensor) else value
-        self._bump()
-
     def __repr__(self):
         if self._is_param:
             return "Parameter containing:\n" + _format(self)
@@ -534,20 +533,19 @@ class Tensor:
         return self._new(a, dtype or self._data.dtype, requires_grad)
 
     def _check_inplace(self, other=None):
-        if not is_grad_enabled():
-            return
-        if self._rg and self._h < 0:
-            raise RuntimeError(
-                "a leaf Variable that requires grad is being used in an in-place operation."
-            )
-        if self._rg or (isinstance(other, Tensor) and other._rg):
-            raise NotImplementedError(
-                "in-place operations on tensors that require grad are not recorded yet; use "
-                "the out-of-place op, or run the update under ng.no_grad()"
-            )
+        """Whether an in-place op on self with operand ``other`` must be recorded (see
+        autograd/inplace.py); raises torch's error for a leaf that requires grad."""
+        if not _grad_state.enabled:
+            return False
+        if self._rg or (type(other) is Tensor or type(other) is _Lazy) and other._rg:
+            return _inplace().recording(self, (other,))
+        return False
 
-    def _inplace(self, f, other, sign=0.0):
-        self._check_inplace(other)
+    def _inplace(self, f, other, name, compute, reads_self=None):
+        """``f(self, other)`` in place (a numpy ufunc) when nothing is recorded, else the
+        recorded in-place op ``name``: ``compute(self)`` is its out-of-place result."""
+        if self._check_inplace(other):
+            return _inplace().modify(self, name, compute, reads_self)
         value = other._data if isinstance(other, Tensor) else other
         f(self._data, value, out=self._data, casting="same_kind")
         self._bump()
@@ -557,39 +555,42 @@ class Tensor:
         """In-place ``self += alpha * other``."""
         if alpha != 1:
             other = other * alpha
-        return self._inplace(np.add, other, 1.0)
+        return self._inplace(np.add, other, "add", lambda x: x + other)
 
     def sub_(self, other, alpha=1):
         """In-place ``self -= alpha * other``."""
         if alpha != 1:
             other = other * alpha
-        return self._inplace(np.subtract, other, -1.0)
+        return self._inplace(np.subtract, other, "sub", lambda x: x - other)
 
     def mul_(self, other):
         """In-place ``self *= other``."""
-        return self._inplace(np.multiply, other)
+        return self._inplace(np.multiply, other, "mul", lambda x: x * other)
 
     def div_(self, other):
         """In-place ``self /= other``."""
-        return self._inplace(np.true_divide, other)
+        return self._inplace(np.true_divide, other, "div", lambda x: x / other)
 
     def zero_(self):
         """Fill with zeros in place."""
-        self._check_inplace()
+        if self._check_inplace():
+            return _inplace().modify(self, "zero", lambda x: _filled(x, 0.0))
         self._data[...] = 0
         self._bump()
         return self
 
     def fill_(self, value):
         """Fill with ``value`` in place."""
-        self._check_inplace(value)
+        if self._check_inplace(value):
+            return _inplace().modify(self, "fill", lambda x: _filled(x, value))
         self._data[...] = value._data if isinstance(value, Tensor) else value
         self._bump()
         return self
 
-    def copy_(self, src):
-        """Copy ``src`` (broadcast) into self in place."""
-        self._check_inplace(src)
+    def copy_(self, src, non_blocking=False):
+        """Copy ``src`` (broadcast, converted to this tensor's dtype) into self in place."""
+        if self._check_inplace(src):
+            return _inplace().modify(self, "copy", lambda x: _filled(x, src))
         value = src._data if isinstance(src, Tensor) else np.asarray(src)
         np.copyto(self._data, np.broadcast_to(value, self._data.shape), casting="unsafe")
         self._bump()
@@ -597,45 +598,53 @@ class Tensor:
 
     def addcmul_(self, tensor1, tensor2, value=1):
         """In-place ``self += value * tensor1 * tensor2``."""
-        return self._inplace(np.add, _as_array(tensor1) * _as_array(tensor2) * value)
+        if _recorded(self, tensor1, tensor2):
+            return _inplace().modify(self, "addcmul", lambda x: x + tensor1 * tensor2 * value)
+        return self._inplace(np.add, _as_array(tensor1) * _as_array(tensor2) * value, "", None)
 
     def addcdiv_(self, tensor1, tensor2, value=1):
         """In-place ``self += value * tensor1 / tensor2``."""
-        return self._inplace(np.add, _as_array(tensor1) / _as_array(tensor2) * value)
+        if _recorded(self, tensor1, tensor2):
+            return _inplace().modify(self, "addcdiv", lambda x: x + tensor1 / tensor2 * value)
+        return self._inplace(np.add, _as_array(tensor1) / _as_array(tensor2) * value, "", None)
 
     def lerp_(self, end, weight):
         """In-place ``self += weight * (end - self)``."""
+        if _recorded(self, end, weight):
+            return _inplace().modify(self, "lerp", lambda x: x + weight * (end - x))
         step = (_as_array(end) - self._data) * _as_array(weight)
-        return self._inplace(np.add, step)
+        return self._inplace(np.add, step, "", None)
 
     def clamp_(self, min=None, max=None):  # noqa: A002  (torch's argument names)
         """Clamp in place to ``[min, max]``."""
         if min is None and max is None:
             raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-        self._check_inplace()
+        if _recorded(self, min, max):
+            return _inplace().modify(self, "clamp", lambda x: x.clamp(min, max))
         np.clip(self._data, _as_array(min), _as_array(max), out=self._data)
         self._bump()
         return self
 
-    def sqrt_(self):
-        """Square root in place."""
-        self._check_inplace()
-        np.sqrt(self._data, out=self._data)
-        self._bump()
-        return self
+    clip_ = clamp_
 
-    def neg_(self):
-        """Negate in place."""
-        self._check_inplace()
-        np.negative(self._data, out=self._data)
+    def __setitem__(self, index, value):
+        if _recorded(self, value):
+            _inplace().setitem(self, index, value)
+            return
+        if isinstance(index, Tensor):
+            index = index._data
+        elif isinstance(index, tuple):
+            index = tuple(i._data if isinstance(i, Tensor) else i for i in index)
+        self._data[index] = value._data if isinstance(value, Tensor) else value
         self._bump()
-        return self
 
     def _random_(self, generator, draw):
         """Fill in place with ``draw(generator, shape)`` (nautograd's generator by default,
         see manual_seed)."""
-        self._check_inplace()
-        self._data[...] = draw(_generator() if generator is None else generator, self._data.shape)
+        values = draw(_generator() if generator is None else generator, self._data.shape)
+        if self._check_inplace():
+            return _inplace().modify(self, "random", lambda x: _filled(x, _wrap(values)))
+        self._data[...] = values
         self._bump()
         return self
 
@@ -680,6 +689,39 @@ class Tensor:
     __isub__ = sub_
     __imul__ = mul_
     __itruediv__ = div_
+
+
+_INPLACE = []
+
+
+def _inplace():
+    """autograd/inplace.py (imported on first use: it imports this module)."""
+    if not _INPLACE:
+        from .autograd import inplace
+
+        _INPLACE.append(inplace)
+    return _INPLACE[0]
+
+
+def _recorded(x, *operands):
+    """Whether an in-place op on ``x`` with ``operands`` must be recorded (raises torch's
+    error for a leaf that requires grad)."""
+    if not _grad_state.enabled:
+        return False
+    if x._rg or any(isinstance(y, Tensor) and y._rg for y in operands):
+        return _inplace().recording(x, operands)
+    return False
+
+
+def _filled(x, value):
+    """``value`` (a number or tensor, broadcast) in ``x``'s shape, recorded as replacing
+    ``x``: ``x``'s history gets a zero gradient, ``value`` a tensor's the sum of it."""
+    cleared = x.masked_fill(_wrap(np.ones(x.shape, bool_)), 0.0)
+    if isinstance(value, Tensor) and value._rg:
+        return cleared + value
+    if isinstance(value, Tensor):
+        value = value._data
+    return cleared + _wrap(np.asarray(value))
 
 
 def _as_array(x):
@@ -1050,6 +1092,11 @@ def _run(op, args, arrays, dt, rg, kwargs):
                 h2node.append(node)
             wrapped.append(t)
         _share_versions(wrapped, args, arrays)
+        x = args[0]
+        if wrapped[0]._vc is not None and type(x) is Tensor and wrapped[0]._vc is x._vc:
+            for t in wrapped:
+                if t._vc is x._vc:
+                    _register_view(t, x)
         if saved:
             _note_versions(tape, node, args, saved, wrapped)
         return tuple(wrapped)
@@ -1075,7 +1122,9 @@ def _run(op, args, arrays, dt, rg, kwargs):
         t._h = len(tape.h2node)
         tape.h2node.append(node)
     if result.base is not None or result is arrays[0]:
-        _share_version(t, args)
+        x = _share_version(t, args)
+        if x is not None:
+            _register_view(t, x)
     if saved:
         _note_versions(tape, node, args, saved, (t,))
     return t
@@ -1118,27 +1167,59 @@ def _owner(a):
     return a if base is None else base
 
 
-def _input_counter(owner, args):
-    """The version counter of the tensor in ``args`` whose memory ``owner`` owns (created on
-    first use), or None. Compared with each tensor's own array, not the op's operand: an
-    operand cast to another dtype is a copy, and a view of it is not the tensor's memory."""
+def _viewed(owner, args):
+    """The tensor in ``args`` whose memory ``owner`` owns, or None. Compared with each
+    tensor's own array, not the op's operand: an operand cast to another dtype is a copy,
+    and a view of it is not the tensor's memory."""
     for x in args:
         if isinstance(x, Tensor) and _owner(x._data) is owner:
-            vc = x._vc
-            if vc is None:
-                x._vc = vc = [0]
-            return vc
+            return x
     return None
+
+
+def _input_counter(owner, args):
+    """The version counter of the tensor in ``args`` whose memory ``owner`` owns (created on
+    first use), or None."""
+    x = _viewed(owner, args)
+    if x is None:
+        return None
+    vc = x._vc
+    if vc is None:
+        x._vc = vc = [0]
+    return vc
 
 
 def _share_version(t, args):
     """Give the new tensor ``t`` the version counter of the input whose memory it views (or
     is), as torch's views share their base's: an in-place change through either must reach
-    the saved-value check of every node that saved the other. Callers test the cheap
-    condition first (``t``'s array has a base, or is the first operand itself)."""
-    vc = _input_counter(_owner(t._data), args)
-    if vc is not None:
+    the saved-value check of every node that saved the other; returns that input (None if
+    none). Callers test the cheap condition first (``t``'s array has a base, or is the
+    first operand itself)."""
+    x = _viewed(_owner(t._data), args)
+    if x is not None:
+        vc = x._vc
+        if vc is None:
+            x._vc = vc = [0]
         t._vc = vc
+    return x
+
+
+def _register_view(view, x):
+    """Note that the recorded ``view``'s memory is ``x``'s (or inside it): it follows
+    in-place changes of its base, the first tensor of its chain of views
+    (autograd/inplace.py). A leaf base keeps no list: in-place changes of a leaf that
+    requires grad are recorded nowhere (torch raises in grad mode)."""
+    root = x._view_base
+    if root is None:
+        root = x
+    view._view_base = root
+    if type(root) is _Lazy or root._h >= 0:
+        views = root._views
+        if views is None:
+            root._views = views = []
+        elif len(views) >= 64 and not len(views) & 63:  # drop the dead now and then
+            views[:] = [r for r in views if r() is not None]
+        views.append(_weakref(view))
 
 
 def _share_versions(outs, args, arrays):
@@ -1303,6 +1384,7 @@ _DATA = Tensor.__dict__["_data"]  # the slot (a _Lazy's _data is a property over
 _H = Tensor.__dict__["_h"]  # (and its _h)
 _SPECS = {}  # (opcode, shapes[, kwargs]) -> the op's lazy spec, or False: not deferred
 _NO_KWARGS = {}  # (never changed)
+_weakref = weakref.ref
 
 
 class _Lazy(Tensor):
@@ -1871,6 +1953,8 @@ def _runs(tape, b, node, out, x):
             v += 1
         j += 1
     b.nv = v
+    for t in results:
+        _register_view(t, x)
     return tuple(results)
 
 
@@ -2141,6 +2225,64 @@ def _bind():
 
 
 _bind()
+
+
+def _inplace_variant(name):
+    """Torch's in-place ``name_``: the out-of-place method's result written into self,
+    recorded as autograd/inplace.py says."""
+    out_of_place = getattr(Tensor, name)
+
+    def method(self, *args, **kwargs):
+        return _inplace().run(
+            self, name, args + tuple(kwargs.values()), lambda x: out_of_place(x, *args, **kwargs)
+        )
+
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place ``{name}``: self becomes ``self.{name}(...)``."
+    return method
+
+
+def _reshaped_variant(name):
+    """Torch's in-place ``name_`` of a view op (``t_``, ``unsqueeze_``...): self becomes the
+    view of its own memory, and takes its place in the graph."""
+    view_op = getattr(Tensor, name)
+
+    def method(self, *args, **kwargs):
+        if _grad_state.enabled and self._rg and self._h < 0:
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+            )
+        r = view_op(self, *args, **kwargs)
+        self._data = r._data
+        if r._rg and r._h >= 0:
+            if self._h >= 0:
+                self._tape.drop_handle(self._h)
+            self._tape, self._out, self._h = r._tape, r._out, r._h
+            r._h = -1
+        return self
+
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place ``{name}``: self becomes ``self.{name}(...)``, a view of itself."
+    return method
+
+
+for _name in ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims"):
+    if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):
+        setattr(Tensor, _name + "_", _reshaped_variant(_name))
+# torch's in-place variants of the methods nautograd has
+for _name in (
+    "abs", "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan2", "arctan",
+    "arctanh", "asin", "asinh", "atan2", "atan", "atanh", "ceil", "cos", "cosh", "cumprod",
+    "cumsum", "divide", "eq", "erf", "erfc", "exp2", "exp", "expm1", "fix", "floor", "fmod",
+    "ge", "gt", "hypot", "le", "log10", "log1p", "log2", "log", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "lt", "masked_fill", "multiply", "nan_to_num", "ne", "neg",
+    "negative", "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "scatter_add",
+    "sigmoid", "sign", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "tril",
+    "triu", "true_divide", "trunc",
+):  # fmt: skip
+    if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):
+        setattr(Tensor, _name + "_", _inplace_variant(_name))
+del _name
 
 
 # ---------------------------------------------------------------------------------------------
