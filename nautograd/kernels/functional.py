@@ -368,8 +368,6 @@ linear = defcomposite(
 def _dropout(apply, input, p=0.5, training=True, inplace=False):
     if p < 0 or p > 1:
         raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
-    if inplace:
-        raise NotImplementedError("dropout(inplace=True) is not supported; use inplace=False")
     if not training or p == 0:
         return input
     dt = np.dtype(input.dtype)

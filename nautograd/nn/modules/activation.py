@@ -24,7 +24,7 @@ class _Activation(Module):
             setattr(self, k, v)
 
     def forward(self, input):
-        kwargs = {n: getattr(self, n) for n, _ in self._args if n != "inplace"}
+        kwargs = {n: getattr(self, n) for n, _ in self._args}
         return getattr(F, self._fn)(input, **kwargs)
 
     def extra_repr(self):
