@@ -15,6 +15,7 @@ from . import (
     linalg,  # noqa: E402
     nn,  # noqa: E402
     optim,  # noqa: E402
+    utils,  # noqa: E402
 )
 from ._device import device  # noqa: E402
 from ._threads import get_num_threads, set_num_threads  # noqa: E402

@@ -1,0 +1,5 @@
+"""torch.utils: ``checkpoint``."""
+
+from . import checkpoint
+
+__all__ = ["checkpoint"]
