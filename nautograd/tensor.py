@@ -106,6 +106,7 @@ class Tensor:
     _acc_more = None  # {tape: handle}: the leaf's AccumulateGrad nodes on other threads' tapes
     _retains = False
     _hooks = None
+    _post_hooks = None  # register_post_accumulate_grad_hook's hooks
     _is_param = False  # an nn.Parameter (nn/parameter.py): only its repr and isinstance differ
     # a recorded view's base (the first tensor of its chain of views), and a non-leaf base's
     # views (weak references): in-place ops rewrite both (autograd/inplace.py)
@@ -311,6 +312,22 @@ class Tensor:
         from .autograd.hooks import register_tensor_hook
 
         return register_tensor_hook(self, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Register ``hook(tensor) -> None``, run after backward accumulated this leaf's
+        ``.grad`` (an optimizer step inside backward, for instance)."""
+        if self._h >= 0:
+            raise RuntimeError(
+                "post accumulate grad hooks cannot be registered on non-leaf tensors"
+            )
+        if not self._rg:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        from .autograd.hooks import RemovableHandle
+
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(hook)
+        return RemovableHandle(self._post_hooks, hook)
 
     # -- value ----------------------------------------------------------------------------
 

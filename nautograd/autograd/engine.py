@@ -4,6 +4,7 @@ PyTorch's run_backward / Engine::execute (torch 2.13's semantics and error texts
 """
 
 import contextlib
+import functools
 import threading
 
 import numpy as np
@@ -510,11 +511,14 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own, undefined=()
     is32 = (tape.flags[leaves] & F32).tolist()
     copies = [None, None]
     obj = tape.obj
+    post = []  # leaves with post-accumulate hooks, run once every leaf has its gradient
     with _ACCUMULATE_LOCK:  # threads may backpropagate into the same leaves at once
         for node, off, f32 in zip(leaves.tolist(), offs, is32, strict=True):
             leaf = obj[node]()
             if leaf is None or not leaf._rg or (undefined and (node, 0) in undefined):
                 continue
+            if leaf._post_hooks:
+                post.append(leaf)
             if own and node in own:
                 if leaf._grad is None:
                     leaf._grad = _wrap(own[node])
@@ -534,6 +538,22 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own, undefined=()
                 leaf._grad = _wrap(tail[off : off + a.size].reshape(a.shape))
                 continue
             _accumulate(leaf, G[off : off + a.size].reshape(a.shape))
+    if post:
+        post_accumulate(post)
+
+
+def post_accumulate(leaves):
+    """Run the post-accumulate-grad hooks of ``leaves``, whose ``.grad`` was just updated
+    (``Tensor.register_post_accumulate_grad_hook``): in registration order, under no_grad
+    unless grad mode is on (create_graph); a hook must return None."""
+    for leaf in leaves:
+        for fn in list(leaf._post_hooks):
+            result = fn(leaf)
+            if result is None:
+                continue
+            if isinstance(result, Tensor):
+                raise RuntimeError("Tensor post accumulate grad hooks should return None.")
+            raise TypeError(f"expected Variable, but hook returned '{type(result).__name__}'")
 
 
 # AccumulateGrad's read-modify-write of .grad, under one lock for all threads (torch locks
@@ -582,6 +602,48 @@ def _accumulate(t, g):
             t._grad._bump()
 
 
+_task = threading.local()  # .stack: one list of queued callbacks per running backward
+
+
+def _graph_task(run_backward):
+    """``run_backward`` (backward, grad) as one graph task: callbacks queued while it runs
+    (``queue_callback``) run, in order, when it has finished without an error."""
+
+    @functools.wraps(run_backward)
+    def task(*args, **kwargs):
+        stack = getattr(_task, "stack", None)
+        if stack is None:
+            stack = _task.stack = []
+        callbacks = []
+        stack.append(callbacks)
+        try:
+            result = run_backward(*args, **kwargs)
+        finally:
+            stack.pop()
+        for callback in callbacks:  # (a callback may queue another)
+            callback()
+        return result
+
+    return task
+
+
+def current_task():
+    """The queued-callback list of the backward running on this thread (None outside one):
+    an identity for the graph task (register_multi_grad_hook counts per task)."""
+    stack = getattr(_task, "stack", None)
+    return stack[-1] if stack else None
+
+
+def queue_callback(callback):
+    """Run ``callback()`` when the backward running on this thread has finished
+    (torch's ``Variable._execution_engine.queue_callback``)."""
+    callbacks = current_task()
+    if callbacks is None:
+        raise RuntimeError("Final callbacks can only be installed during backward pass.")
+    callbacks.append(callback)
+
+
+@_graph_task
 def backward(
     tensors,
     grad_tensors=None,
@@ -632,6 +694,8 @@ def backward(
                     t.retain_grad()
                 else:
                     _accumulate(t, g)
+                    if t._post_hooks:
+                        post_accumulate([t])
         _retained_grads(tape, state, buf_off, G64, G32)
     finally:
         tape.release_grad_arenas(owned)
@@ -668,6 +732,7 @@ def _unused_inputs(targets, result, allow_unused, materialize_grads, create_grap
             result[i] = _wrap(np.zeros_like(t._data), create_graph)
 
 
+@_graph_task
 def grad(
     outputs,
     inputs,

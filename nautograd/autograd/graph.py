@@ -1,4 +1,7 @@
-"""Graph inspection: the ``grad_fn`` node objects."""
+"""Graph inspection and hooks: the ``grad_fn`` node objects, ``register_multi_grad_hook``,
+``increment_version``."""
+
+import threading
 
 from ..graph.tape import ACC, OP_ACCUMULATE_GRAD
 from ..kernels import OPS
@@ -94,3 +97,68 @@ class PyNode(Node):
         if name.startswith("__"):
             raise AttributeError(name)
         return getattr(self._tape.obj[self._node], name)
+
+
+class _MultiHandle:
+    """The handle ``register_multi_grad_hook`` returns: ``remove()`` removes every hook."""
+
+    def __init__(self, handles):
+        self._handles = handles
+
+    def remove(self):
+        for handle in self._handles:
+            handle.remove()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+def register_multi_grad_hook(tensors, fn, *, mode="all"):
+    """Call ``fn`` once per backward from the gradients of ``tensors``.
+
+    ``mode="all"``: ``fn(grads)`` when the backward has finished, with the gradient of each
+    tensor it reached (None for the others); ``mode="any"``: ``fn(grad)`` on the first
+    gradient computed. Counted per backward call (per thread). Not called when the backward
+    reaches none of them, or raises."""
+    from .engine import current_task, queue_callback
+
+    if mode not in ("all", "any"):
+        raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
+    tensors = tuple(tensors)
+    lock = threading.Lock()
+    state = {}  # id(graph task) -> the gradients so far ("all"), or True ("any")
+
+    def hook_for(i):
+        def hook(grad):
+            key = id(current_task())
+            with lock:
+                seen = state.get(key)
+                if seen is None:
+                    seen = state[key] = True if mode == "any" else [None] * len(tensors)
+                    first = True
+                else:
+                    first = False
+                if mode == "all":
+                    seen[i] = grad
+            if mode == "any":
+                if first:
+                    queue_callback(lambda: state.pop(key, None))
+                    fn(grad)
+            elif first:
+                queue_callback(lambda: fn(state.pop(key)))
+
+        return hook
+
+    return _MultiHandle([t.register_hook(hook_for(i)) for i, t in enumerate(tensors)])
+
+
+def increment_version(tensor):
+    """Add 1 to the version counter of ``tensor`` (or of each tensor of a sequence), as an
+    in-place change would: nodes that saved it raise in backward."""
+    from ..tensor import Tensor
+
+    for t in [tensor] if isinstance(tensor, Tensor) else tensor:
+        t._bump()

@@ -171,6 +171,10 @@ def _accumulate(t, g):
         t._grad = g.clone() if g._rg else _wrap(g._data.copy())
     else:
         t._grad = t._grad + g
+    if t._post_hooks and t._h < 0:
+        from .engine import post_accumulate
+
+        post_accumulate([t])
 
 
 def execute(roots, grads, retain_graph, targets, accumulate):
