@@ -654,3 +654,28 @@ def test_a_non_finite_gradient_into_an_extreme_reduction_spreads_as_torchs(f, g)
         y.backward(lib.full(tuple(y.shape), g, dtype=lib.float64))
         grads.append(x.grad)
     np.testing.assert_array_equal(grads[0].numpy(), grads[1].numpy())
+
+
+@pytest.mark.parametrize("correction", [3, 4])
+@pytest.mark.parametrize("values", [[1.0, 2.0, 4.0], [1.0, 2.0, 3.0]])
+@pytest.mark.parametrize("create_graph", [False, True])
+def test_var_and_std_of_every_element_with_correction_at_least_n_have_torchs_gradient(
+    correction, values, create_graph
+):
+    # torch: inf (var) or nan (std) for a reduction of every element, nan where x == mean;
+    # the formula 2 (x - mean) / (n - correction) for a reduction over a dim
+    reductions = [
+        lambda x: x.var(correction=correction),
+        lambda x: x.var(dim=0, correction=correction),
+        lambda x: x.std(correction=correction),
+        lambda x: x.std(dim=0, correction=correction),
+    ]
+    for reduce in reductions:
+        grads = []
+        for lib in (torch, ng):
+            x = lib.tensor(values, dtype=lib.float64, requires_grad=True)
+            with pytest.warns(UserWarning, match="degrees of freedom is <= 0"):
+                y = reduce(x)
+            (g,) = lib.autograd.grad(y, x, create_graph=create_graph)
+            grads.append(np.asarray(g.detach()))
+        np.testing.assert_array_equal(grads[1], grads[0])

@@ -12,6 +12,7 @@ gradient by the formula ``code`` (ip[3]) selects. Scans share ``scan_backward`` 
 import collections
 import math
 import numbers
+import warnings
 
 import numba
 import numpy as np
@@ -420,6 +421,12 @@ def group_backward(G, G2, go, gi, V, so, sa, ip, fp):
             # std = sqrt(var): d/dx_i = (x_i - mean) / ((k - c) std), 0 where std == 0 (torch)
             mean = _sum_range(xg, base, base + k) / k
             denom = k - p
+            if ip[4]:  # every element reduced, correction >= k: torch's inf (var), nan (std)
+                for t in range(k):
+                    d = xg[base + t] - mean
+                    s = math.inf if code == VAR and d != 0.0 else math.nan
+                    grad_x[_pos(pos, ident, base + t)] += go_ * s
+                continue
             if code == VAR:
                 scale = 2.0 * go_ / denom
             elif r == 0:
@@ -469,7 +476,7 @@ def _exclusive_products(ctx, x, d):
 
 @formula_of(group_backward)
 def _group_formula(ctx, grad):
-    outer, k, ident, code = ctx.ip
+    outer, k, ident, code, full = ctx.ip
     p = ctx.fp[0]
     xs = ctx.input_shapes[0]
     dim = ctx.kwargs.get("dim")
@@ -514,9 +521,14 @@ def _group_formula(ctx, grad):
     safe = ng.where(rv == 0, ctx.constant(1.0), r)  # torch: no gradient where the result is 0
     if code == VAR or code == STD:
         # var = sum (x - mean)^2 / (k - c); std = sqrt(var)
+        if full:  # (see group_backward)
+            at_mean = a == a.mean()
+            s = np.where(at_mean | (code == STD), np.nan, np.inf)
+            return (g * ctx.constant(s),)
         centered = x - x.mean(dim=dims, keepdim=True)
         if code == VAR:
-            return (g * centered * (2.0 / (k - p)),)
+            with np.errstate(divide="ignore"):  # (k == correction: inf, as torch)
+                return (g * centered * float(np.divide(2.0, k - p)),)
         return (g * centered / ((k - p) * safe) * nonzero,)
     # NORM: d||x||_p/dx = x |x|^(p-2) / ||x||^(p-1)
     if p == 1.0:
@@ -543,7 +555,18 @@ def _group_op(name, reduce_fn, code_fn, cases, signature=None, all_dims=None, **
         result = result.reshape(outer)
         code, p = code_fn(**kwargs)
         saved = (xg.reshape(-1), result) if pos is None else (xg.reshape(-1), result, pos)
-        return result.reshape(out_shape), saved, (outer, k, int(pos is None), code), (p,)
+        # ip[4]: a reduction of every element (dim None) with no degree of freedom left
+        # (correction >= k), whose var/std gradient torch gives as inf (var) or nan (std)
+        full = 0
+        if (code == VAR or code == STD) and k - p <= 0:
+            warnings.warn(
+                f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
+                "than the reduction factor (input numel divided by output numel).",
+                UserWarning,
+                stacklevel=4,
+            )
+            full = int(dim is None)
+        return result.reshape(out_shape), saved, (outer, k, int(pos is None), code, full), (p,)
 
     forward.__name__ = name
     if signature is not None:
