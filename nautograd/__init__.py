@@ -12,6 +12,7 @@ from . import (
     _numba_setup,  # noqa: F401  (cache directory before any cached module)
     autograd,  # noqa: E402  (autograd before tensor: see tensor.py imports)
     cuda,  # noqa: E402
+    distributions,  # noqa: E402
     linalg,  # noqa: E402
     nn,  # noqa: E402
     optim,  # noqa: E402

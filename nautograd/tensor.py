@@ -702,10 +702,56 @@ class Tensor:
         memo[id(self)] = t
         return t
 
+    def __and__(self, other):
+        return _bitwise(np.bitwise_and, "bitwise_and", self, other)
+
+    def __or__(self, other):
+        return _bitwise(np.bitwise_or, "bitwise_or", self, other)
+
+    def __xor__(self, other):
+        return _bitwise(np.bitwise_xor, "bitwise_xor", self, other)
+
+    def __invert__(self):
+        return _bitwise(np.invert, "bitwise_not", self)
+
+    __rand__ = __and__
+    __ror__ = __or__
+    __rxor__ = __xor__
+
+    def bitwise_and(self, other):
+        """Elementwise ``&`` of integer or bool tensors (not differentiable)."""
+        return _bitwise(np.bitwise_and, "bitwise_and", self, other)
+
+    def bitwise_or(self, other):
+        """Elementwise ``|`` of integer or bool tensors (not differentiable)."""
+        return _bitwise(np.bitwise_or, "bitwise_or", self, other)
+
+    def bitwise_xor(self, other):
+        """Elementwise ``^`` of integer or bool tensors (not differentiable)."""
+        return _bitwise(np.bitwise_xor, "bitwise_xor", self, other)
+
+    def bitwise_not(self):
+        """Elementwise ``~`` of an integer or bool tensor (not differentiable)."""
+        return _bitwise(np.invert, "bitwise_not", self)
+
     __iadd__ = add_
     __isub__ = sub_
     __imul__ = mul_
     __itruediv__ = div_
+
+
+def _bitwise(f, name, *operands):
+    """``f`` (a numpy bitwise ufunc) on integer or bool tensors and Python ints/bools; torch's
+    error for a floating operand."""
+    arrays = [_as_array(x) for x in operands]  # (Python ints and bools stay weak)
+    for a in arrays:
+        if isinstance(a, (bool, int)):
+            continue
+        a = np.asarray(a)
+        if a.dtype.kind not in "biu":
+            kind = _C_NAMES.get(a.dtype.name, a.dtype.name).title()
+            raise NotImplementedError(f"\"{name}_cpu\" not implemented for '{kind}'")
+    return _wrap(np.asarray(f(*arrays)))
 
 
 _INPLACE = []

@@ -162,3 +162,99 @@ def test_module_training_loop_matches_torch():
             opt.step()
         finals.append(loss.item())
     np.testing.assert_allclose(finals[0], finals[1], rtol=1e-9)
+
+
+def _lbfgs_run(lib, line_search_fn, dtype):
+    rs = np.random.RandomState(0)
+    a, b = rs.randn(5, 3), rs.randn(5)
+    dt = getattr(lib, dtype)
+    w = lib.tensor(np.zeros(3), dtype=dt, requires_grad=True)
+    c = lib.tensor(np.ones(1), dtype=dt, requires_grad=True)
+    at, bt = lib.tensor(a, dtype=dt), lib.tensor(b, dtype=dt)
+    opt = lib.optim.LBFGS([w, c], lr=0.8, max_iter=7, history_size=4, line_search_fn=line_search_fn)
+
+    def closure():
+        opt.zero_grad()
+        r = at @ w + c - bt
+        loss = (r**2).sum() + (w**4).sum() + c.exp().sum()
+        loss.backward()
+        return loss
+
+    losses = [float(opt.step(closure).detach()) for _ in range(4)]
+    return losses, w.detach().numpy().copy(), opt.state[w]["func_evals"]
+
+
+@pytest.mark.parametrize("line_search_fn", [None, "strong_wolfe"])
+def test_lbfgs_follows_torchs_iterations(line_search_fn):
+    want = _lbfgs_run(torch, line_search_fn, "float64")
+    got = _lbfgs_run(ng, line_search_fn, "float64")
+    np.testing.assert_allclose(got[0], want[0], rtol=1e-10)
+    np.testing.assert_allclose(got[1], want[1], rtol=1e-9)
+    assert got[2] == want[2]
+    # float32: the same minimum (the last iterations' stopping tests depend on rounding)
+    want32, got32 = (
+        _lbfgs_run(torch, line_search_fn, "float32"),
+        _lbfgs_run(ng, line_search_fn, "float32"),
+    )
+    np.testing.assert_allclose(got32[0][-1], want32[0][-1], rtol=1e-5)
+
+
+def test_lbfgs_errors_are_torchs():
+    p = ng.zeros(2, requires_grad=True)
+    with pytest.raises(ValueError, match="doesn't support per-parameter options"):
+        ng.optim.LBFGS([{"params": [p]}, {"params": [ng.zeros(1, requires_grad=True)]}])
+    opt = ng.optim.LBFGS([p], line_search_fn="backtracking")
+
+    def closure():
+        opt.zero_grad()
+        loss = ((p - 1) ** 2).sum()
+        loss.backward()
+        return loss
+
+    with pytest.raises(RuntimeError, match="only 'strong_wolfe' is supported"):
+        opt.step(closure)
+
+
+SCHEDULES = {
+    "StepLR": lambda s, o: s.StepLR(o, step_size=3, gamma=0.5),
+    "MultiStepLR": lambda s, o: s.MultiStepLR(o, milestones=[2, 5, 5, 8], gamma=0.3),
+    "ExponentialLR": lambda s, o: s.ExponentialLR(o, gamma=0.9),
+    "CosineAnnealingLR": lambda s, o: s.CosineAnnealingLR(o, T_max=4, eta_min=0.01),
+    "LambdaLR": lambda s, o: s.LambdaLR(o, [lambda e: 0.95**e, lambda e: 1 / (e + 1)]),
+    "MultiplicativeLR": lambda s, o: s.MultiplicativeLR(o, lambda e: 0.9),
+    "LinearLR": lambda s, o: s.LinearLR(o, start_factor=0.25, total_iters=4),
+    "ConstantLR": lambda s, o: s.ConstantLR(o, factor=0.5, total_iters=3),
+}
+
+
+@pytest.mark.parametrize("name", SCHEDULES)
+def test_learning_rate_schedules_match_torch(name):
+    rates = []
+    for lib in (torch, ng):
+        a = lib.zeros(2, requires_grad=True)
+        b = lib.zeros(2, requires_grad=True)
+        opt = lib.optim.SGD([{"params": [a]}, {"params": [b], "lr": 0.3}], lr=0.1)
+        schedule = SCHEDULES[name](lib.optim.lr_scheduler, opt)
+        seen = []
+        for _ in range(12):
+            opt.step()
+            schedule.step()
+            seen.append(schedule.get_last_lr())
+        rates.append(seen)
+    np.testing.assert_allclose(rates[1], rates[0], rtol=1e-13)
+
+
+def test_reduce_lr_on_plateau_matches_torch():
+    metrics = [5.0, 4.0, 4.0, 4.1, 4.0, 3.99, 4.0, 4.0, 4.0, 3.0, 3.1, 3.2, 3.3, 3.4]
+    rates = []
+    for lib in (torch, ng):
+        opt = lib.optim.SGD([lib.zeros(1, requires_grad=True)], lr=1.0)
+        schedule = lib.optim.lr_scheduler.ReduceLROnPlateau(
+            opt, patience=2, factor=0.5, cooldown=1, min_lr=0.2
+        )
+        seen = []
+        for m in metrics:
+            schedule.step(m)
+            seen.append(opt.param_groups[0]["lr"])
+        rates.append(seen)
+    assert rates[1] == rates[0]
