@@ -96,7 +96,7 @@ globals().update(FUNCTIONS)
 from .kernels import scalar as _scalar  # noqa: E402
 
 # derivatives written in the scalar vocabulary evaluate on tensors under create_graph
-_scalar.bind(where=FUNCTIONS["where"])
+_scalar.bind(where=autograd.higher_order.formula_where)
 
 from . import library  # noqa: E402  (user-defined compiled ops)
 

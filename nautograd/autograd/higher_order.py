@@ -23,7 +23,7 @@ from ..graph import scheduler
 from ..graph.tape import ACC, ANOMALY, F32, HAS_SAVED, PY, RELEASED, address_of
 from ..kernels import OPS
 from ..kernels.registry import kernel_table
-from ..tensor import _wrap
+from ..tensor import FUNCTIONS, Tensor, _wrap
 from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import prepare
 from .anomaly_mode import check_nan, warn_failed
@@ -333,3 +333,17 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
 
 def warn_backward():
     warnings.warn(W2, UserWarning, stacklevel=3)
+
+
+def formula_where(condition, a, b):
+    """``where`` for derivatives written in the scalar vocabulary (kernels/scalar.py): a
+    condition that needs no gradient and holds everywhere (or nowhere) selects one side
+    without recording an op (softplus below its threshold, relu's sign), one op fewer per
+    formula: the formulas' ops run one by one from Python."""
+    if isinstance(condition, Tensor) and not condition._rg:
+        c = condition._data
+        if c.all():
+            return a
+        if not c.any():
+            return b
+    return FUNCTIONS["where"](condition, a, b)

@@ -244,6 +244,18 @@ def _matmul_formula(ctx, grad):
     # torch.matmul's rules: a 1-D x is a row (1, k), a 1-D y a column (k, 1), removed from the
     # result; batch dims broadcast. grad_X = G Y^T, grad_Y = X^T G, summed to each shape.
     xs, ys = ctx.input_shapes
+    need = ctx.needs_input_grad
+    if len(xs) + len(ys) == 3:
+        # a matrix and a vector: the products themselves, no reshapes (each op of a formula
+        # runs from Python: six ops were two). x (n, k) @ y (k,): grad_x = grad y', grad_y =
+        # x' grad; x (k,) @ y (k, m): grad_x = y grad, grad_y = x grad'
+        if len(xs) == 2:
+            grad_x = ctx.ng.outer(grad, ctx.input(1, 1)) if need[0] else None
+            grad_y = ctx.input(0, 0).mT @ grad if need[1] else None
+        else:
+            grad_x = ctx.input(1, 1) @ grad if need[0] else None
+            grad_y = ctx.ng.outer(ctx.input(0, 0), grad) if need[1] else None
+        return grad_x, grad_y
     x, y = ctx.input(0, 0), ctx.input(1, 1)
     X = x.unsqueeze(0) if x.ndim == 1 else x
     Y = y.unsqueeze(-1) if y.ndim == 1 else y
@@ -252,9 +264,13 @@ def _matmul_formula(ctx, grad):
         G = G.unsqueeze(-1)
     if x.ndim == 1:
         G = G.unsqueeze(-2)
-    need = ctx.needs_input_grad
-    grad_x = ctx.sum_to(G @ Y.mT, X.shape).reshape(xs) if need[0] else None
-    grad_y = ctx.sum_to(X.mT @ G, Y.shape).reshape(ys) if need[1] else None
+    grad_x = grad_y = None
+    if need[0]:
+        grad_x = ctx.sum_to(G @ Y.mT, X.shape)
+        grad_x = grad_x if tuple(grad_x.shape) == tuple(xs) else grad_x.reshape(xs)
+    if need[1]:
+        grad_y = ctx.sum_to(X.mT @ G, Y.shape)
+        grad_y = grad_y if tuple(grad_y.shape) == tuple(ys) else grad_y.reshape(ys)
     return grad_x, grad_y
 
 
