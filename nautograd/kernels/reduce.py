@@ -476,7 +476,8 @@ def _exclusive_products(ctx, x, d):
 
 @formula_of(group_backward)
 def _group_formula(ctx, grad):
-    outer, k, ident, code, full = ctx.ip
+    outer, k, ident, code = ctx.ip[:4]
+    full = ctx.ip[4] if len(ctx.ip) > 4 else 0  # (max/min's params stop at the code)
     p = ctx.fp[0]
     xs = ctx.input_shapes[0]
     dim = ctx.kwargs.get("dim")
