@@ -132,3 +132,15 @@ def test_non_tensor_arguments_and_outputs_pass_through():
     assert label == "scaled"
     y.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [3.0, 3.0])
+
+
+def test_checkpoint_nodes_do_not_keep_the_tape_alive():
+    from nautograd.graph.tape import current_tape
+
+    w = ng.rand(4, dtype=ng.float64, requires_grad=True)
+    for _ in range(5):
+        x = w * 2
+        y = ng.utils.checkpoint.checkpoint(lambda h: (h.sin() * h).sum(), x, use_reentrant=False)
+        y.backward()
+    del x, y
+    assert current_tape().live <= 4

@@ -128,6 +128,7 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
     if mode not in ("all", "any"):
         raise ValueError(f"Expects mode to be one of ('all', 'any') but got {mode}")
     tensors = tuple(tensors)
+    n = len(tensors)  # (the hooks keep no reference to the tensors: it would keep their nodes)
     lock = threading.Lock()
     state = {}  # id(graph task) -> the gradients so far ("all"), or True ("any")
 
@@ -137,7 +138,7 @@ def register_multi_grad_hook(tensors, fn, *, mode="all"):
             with lock:
                 seen = state.get(key)
                 if seen is None:
-                    seen = state[key] = True if mode == "any" else [None] * len(tensors)
+                    seen = state[key] = True if mode == "any" else [None] * n
                     first = True
                 else:
                     first = False

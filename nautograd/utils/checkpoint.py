@@ -34,6 +34,9 @@ _EXPLICIT_SEQUENTIAL = (
 )
 
 
+_GRAD, _NO_GRAD = object(), object()  # a tensor argument that requires grad, or does not
+
+
 def _detached(args):
     """``args`` with each tensor replaced by a detached alias that requires grad as it did."""
     return [
@@ -85,8 +88,8 @@ class CheckpointFunction(Function):
         # recomputation is differentiated from them, so its gradient is differentiable
         attached = is_grad_enabled()
         inputs = [
-            (next(saved) if attached else next(saved).detach().requires_grad_(a.requires_grad))
-            if isinstance(a, Tensor)
+            (next(saved) if attached else next(saved).detach().requires_grad_(a is _GRAD))
+            if a is _GRAD or a is _NO_GRAD
             else a
             for a in segment["args"]
         ]
@@ -104,11 +107,7 @@ class CheckpointFunction(Function):
             for o, g in zip(outputs, grads, strict=False)
             if isinstance(o, Tensor) and o.requires_grad and g is not None
         ]
-        targets = [
-            x
-            for x, a in zip(inputs, segment["args"], strict=True)
-            if isinstance(a, Tensor) and a.requires_grad
-        ]
+        targets = [x for x, a in zip(inputs, segment["args"], strict=True) if a is _GRAD]
         targets += segment["leaves"]
         if not pairs or not targets:
             found = [None] * len(targets)
@@ -123,8 +122,10 @@ class CheckpointFunction(Function):
         found = iter(found)
         result = [None]
         for a in segment["args"]:
-            if isinstance(a, Tensor):
-                result.append(next(found) if a.requires_grad else None)
+            if a is _GRAD:
+                result.append(next(found))
+            elif a is _NO_GRAD:
+                result.append(None)
         result.extend(found)
         return tuple(result)
 
@@ -171,7 +172,11 @@ def checkpoint(
     tensors = [a for a in args if isinstance(a, Tensor)]
     segment = {
         "function": function,
-        "args": args,
+        # the tensors themselves are saved by save_for_backward: a reference here would keep
+        # their nodes (and the tape) alive through the node's own context
+        "args": [
+            (_GRAD if a.requires_grad else _NO_GRAD) if isinstance(a, Tensor) else a for a in args
+        ],
         "kwargs": kwargs,
         "ntensors": len(tensors),
         "leaves": leaves,
