@@ -27,6 +27,8 @@ PROGRAMS = (
     "influence_lissa",
     "planar_flow",
     "lstm_bptt",
+    "sliced_score_matching",
+    "implicit_deq",
 )
 
 
