@@ -94,7 +94,32 @@ OPS = [
     ("bce_logits", 1, lambda m, x: _f(m).binary_cross_entropy_with_logits(x, (x > 0).to(x.dtype))),
     ("bce", 1, lambda m, x: _f(m).binary_cross_entropy(x.sigmoid(), (x > 0.5).to(x.dtype))),
     ("huber", 2, lambda m, x, y: _f(m).huber_loss(x, y.detach())),
+    # in-place ops on a fresh result (x * 1), on views of it and by index assignment
+    ("add_", 2, lambda m, x, y: (x * 1).add_(y.sum() if x.ndim < y.ndim else y)),
+    ("mul_", 2, lambda m, x, y: (x * 1).mul_(y.sum() if x.ndim < y.ndim else y)),
+    ("exp_", 1, lambda m, x: (x * 0.5).exp_()),
+    ("clamp_", 1, lambda m, x: (x * 1).clamp_(-0.5, 1.0)),
+    ("masked_fill_", 1, lambda m, x: (lambda t: t.masked_fill_(t > 0, 0.5))(x * 1)),
+    ("setitem", 2, lambda m, x, y: _setitem(x, y)),
+    ("view_iadd", 2, lambda m, x, y: _view_iadd(x, y)),
 ]
+
+
+def _setitem(x, y):
+    t = x * 1
+    if t.ndim:
+        t[..., :1] = y.sum()
+    else:
+        t[...] = y.sum()
+    return t
+
+
+def _view_iadd(x, y):
+    t = x * 2
+    if t.ndim:
+        v = t[0]
+        v += y.sum()  # (rewrites t's history: CopySlices)
+    return t
 
 
 def _leaf(rng, dtype):
