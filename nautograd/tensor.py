@@ -702,22 +702,6 @@ class Tensor:
         memo[id(self)] = t
         return t
 
-    def __and__(self, other):
-        return _bitwise(np.bitwise_and, "bitwise_and", self, other)
-
-    def __or__(self, other):
-        return _bitwise(np.bitwise_or, "bitwise_or", self, other)
-
-    def __xor__(self, other):
-        return _bitwise(np.bitwise_xor, "bitwise_xor", self, other)
-
-    def __invert__(self):
-        return _bitwise(np.invert, "bitwise_not", self)
-
-    __rand__ = __and__
-    __ror__ = __or__
-    __rxor__ = __xor__
-
     def bitwise_and(self, other):
         """Elementwise ``&`` of integer or bool tensors (not differentiable)."""
         return _bitwise(np.bitwise_and, "bitwise_and", self, other)
@@ -733,6 +717,11 @@ class Tensor:
     def bitwise_not(self):
         """Elementwise ``~`` of an integer or bool tensor (not differentiable)."""
         return _bitwise(np.invert, "bitwise_not", self)
+
+    __and__ = __rand__ = bitwise_and
+    __or__ = __ror__ = bitwise_or
+    __xor__ = __rxor__ = bitwise_xor
+    __invert__ = bitwise_not
 
     __iadd__ = add_
     __isub__ = sub_

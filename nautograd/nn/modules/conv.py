@@ -11,6 +11,7 @@ from ...autograd.grad_mode import no_grad
 from .. import functional as F
 from .. import init
 from ..parameter import Buffer, Parameter
+from .layers import reset_weight_and_bias
 from .module import Module
 
 __all__ = ["AvgPool2d", "BatchNorm1d", "BatchNorm2d", "Conv1d", "Conv2d", "MaxPool2d"]
@@ -52,12 +53,8 @@ class _ConvNd(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        # torch: kaiming_uniform_(a=sqrt(5)), the bias from U(-1/sqrt(fan_in), 1/sqrt(fan_in))
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        fan_in = self.weight.shape[1] * math.prod(self.kernel_size)
+        reset_weight_and_bias(self.weight, self.bias, fan_in)
 
     def forward(self, input):
         conv = F.conv1d if self._nd == 1 else F.conv2d

@@ -14,6 +14,15 @@ def _empty(*shape, dtype=None):
     return creation.empty(*shape, dtype=dtype)
 
 
+def reset_weight_and_bias(weight, bias, fan_in):
+    """torch's initialisation of a linear or convolution layer: kaiming_uniform_(a=sqrt(5))
+    for the weight (U(-1/sqrt(fan_in), 1/sqrt(fan_in))), the same bound for the bias."""
+    init.kaiming_uniform_(weight, a=math.sqrt(5))
+    if bias is not None:
+        bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
+        init.uniform_(bias, -bound, bound)
+
+
 class Identity(Module):
     """Returns its input."""
 
@@ -42,12 +51,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
-        # kaiming_uniform_(a=sqrt(5)) gives U(-1/sqrt(fan_in), 1/sqrt(fan_in)), torch's choice
-        init.kaiming_uniform_(self.weight, a=math.sqrt(5))
-        if self.bias is not None:
-            fan_in = self.in_features
-            bound = 1 / math.sqrt(fan_in) if fan_in > 0 else 0
-            init.uniform_(self.bias, -bound, bound)
+        reset_weight_and_bias(self.weight, self.bias, self.in_features)
 
     def forward(self, input):
         return F.linear(input, self.weight, self.bias)
