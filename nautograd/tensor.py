@@ -1437,6 +1437,8 @@ _H = Tensor.__dict__["_h"]  # (and its _h)
 _SPECS = {}  # (opcode, shapes[, kwargs]) -> the op's lazy spec, or False: not deferred
 _NO_KWARGS = {}  # (never changed)
 _weakref = weakref.ref
+# batch -> {first output's value id: its input's version}, for each multi-output run (_runs)
+_RUN_VERSIONS = weakref.WeakKeyDictionary()
 
 
 class _Lazy(Tensor):
@@ -1531,6 +1533,17 @@ def _force(t):
     vc = t._vc
     if vc is None:
         t._vc = vc = [0]
+    if src is not None:  # a run of src: a view of its memory from now on
+        versions = _RUN_VERSIONS.get(b)
+        if versions is not None and versions.get(t._v - t._out, vc[0]) != vc[0]:
+            raise RuntimeError(
+                f"Output {t._out} of Unbind is a view and its base or another view "
+                "of its base has been modified inplace. This view is the output of a function "
+                "that returns multiple views. Such functions do not allow the output views to "
+                "be modified inplace. You should replace the inplace operation by an "
+                "out-of-place one."
+            )
+        _register_view(t, src)
     tape = b.tape
     tape.note_value_versions(b, t._v, vc, a)
     _DATA.__set__(t, a)
@@ -2005,8 +2018,14 @@ def _runs(tape, b, node, out, x):
             v += 1
         j += 1
     b.nv = v
-    for t in results:
-        _register_view(t, x)
+    # x's version now, by the first output's value id: an output forced after x changed in
+    # place raises torch's error (_force). (Listing each output on x for in-place changes
+    # to find, weak references and a list a call, cost the scalar DAG's forward ~20 %: the
+    # garbage collector's passes over them)
+    versions = _RUN_VERSIONS.get(b)
+    if versions is None:
+        versions = _RUN_VERSIONS[b] = {}
+    versions[results[0]._v] = vc[0]
     return tuple(results)
 
 

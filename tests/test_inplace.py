@@ -272,3 +272,13 @@ def test_dropout_in_place_in_eval_mode_returns_the_input():
     x = ng.rand(4, dtype=ng.float64, requires_grad=True) * 1
     layer = ng.nn.Dropout(0.5, inplace=True).eval()
     assert layer(x) is x
+
+
+@pytest.mark.parametrize("lib", [torch, ng], ids=["torch", "nautograd"])
+def test_unbind_outputs_used_after_their_base_changed_in_place_raise(lib):
+    x = lib.tensor([1.0, 2.0, 3.0], dtype=lib.float64, requires_grad=True)
+    y = x * 1
+    a, b, c = y.unbind(0)
+    y.mul_(2)
+    with pytest.raises(RuntimeError, match="Output 0 of Unbind is a view and its base"):
+        (a * b).backward()

@@ -47,8 +47,19 @@ def recording(x, operands):
     return False
 
 
-def _check_view(x):
+def base_of(x):
+    """The tensor whose memory view ``x`` is (the first of its chain of views), or None: a
+    deferred run of another tensor (unbind's outputs) names it in ``_src`` until forced."""
     base = x._view_base
+    if base is None and type(x) is _Lazy and x._src is not None:
+        base = x._src._view_base
+        if base is None:
+            base = x._src
+    return base
+
+
+def _check_view(x):
+    base = base_of(x)
     if base is not None and base._rg and base._h < 0:
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an in-place operation."
@@ -61,9 +72,10 @@ def modify(x, name, compute, reads_self=None):
     gets a tensor with ``x``'s value and place in the graph and returns the new value."""
     if reads_self is None:
         reads_self = name not in _READS_NOTHING
-    base = x._view_base
-    if type(x) is _Lazy and x._b.S is None and base is None and not x._views and x._src is None:
-        # a deferred result whose value nobody holds yet (no view, no array): it becomes
+    base = base_of(x)
+    if type(x) is _Lazy and x._b.S is None and base is None and x._vc is None:
+        # a deferred result whose value nobody holds yet (no view, no run, no array, no
+        # alias: no version counter shared with anything): it becomes
         # the new result, and its batch runs when the value is needed, not at each in-place
         # op (`acc += x * w` in a loop: 49 -> ~25 us a step, ipbench). Its old value stays in
         # the batch's store for the nodes that read it.
