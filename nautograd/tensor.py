@@ -549,13 +549,13 @@ class Tensor:
         a = np.array(data._data if isinstance(data, Tensor) else data, copy=True)
         return self._new(a, dtype or self._data.dtype, requires_grad)
 
-    def _check_inplace(self, other=None):
-        """Whether an in-place op on self with operand ``other`` must be recorded (see
+    def _check_inplace(self, *operands):
+        """Whether an in-place op on self with ``operands`` must be recorded (see
         autograd/inplace.py); raises torch's error for a leaf that requires grad."""
         if not _grad_state.enabled:
             return False
-        if self._rg or (type(other) is Tensor or type(other) is _Lazy) and other._rg:
-            return _inplace().recording(self, (other,))
+        if self._rg or any(isinstance(y, Tensor) and y._rg for y in operands):
+            return _inplace().recording(self, operands)
         return False
 
     def _inplace(self, f, other, name, compute, reads_self=None):
@@ -615,19 +615,19 @@ class Tensor:
 
     def addcmul_(self, tensor1, tensor2, value=1):
         """In-place ``self += value * tensor1 * tensor2``."""
-        if _recorded(self, tensor1, tensor2):
+        if self._check_inplace(tensor1, tensor2):
             return _inplace().modify(self, "addcmul", lambda x: x + tensor1 * tensor2 * value)
         return self._inplace(np.add, _as_array(tensor1) * _as_array(tensor2) * value, "", None)
 
     def addcdiv_(self, tensor1, tensor2, value=1):
         """In-place ``self += value * tensor1 / tensor2``."""
-        if _recorded(self, tensor1, tensor2):
+        if self._check_inplace(tensor1, tensor2):
             return _inplace().modify(self, "addcdiv", lambda x: x + tensor1 / tensor2 * value)
         return self._inplace(np.add, _as_array(tensor1) / _as_array(tensor2) * value, "", None)
 
     def lerp_(self, end, weight):
         """In-place ``self += weight * (end - self)``."""
-        if _recorded(self, end, weight):
+        if self._check_inplace(end, weight):
             return _inplace().modify(self, "lerp", lambda x: x + weight * (end - x))
         step = (_as_array(end) - self._data) * _as_array(weight)
         return self._inplace(np.add, step, "", None)
@@ -636,7 +636,7 @@ class Tensor:
         """Clamp in place to ``[min, max]``."""
         if min is None and max is None:
             raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
-        if _recorded(self, min, max):
+        if self._check_inplace(min, max):
             return _inplace().modify(self, "clamp", lambda x: x.clamp(min, max))
         np.clip(self._data, _as_array(min), _as_array(max), out=self._data)
         self._bump()
@@ -645,14 +645,10 @@ class Tensor:
     clip_ = clamp_
 
     def __setitem__(self, index, value):
-        if _recorded(self, value):
+        if self._check_inplace(value):
             _inplace().setitem(self, index, value)
             return
-        if isinstance(index, Tensor):
-            index = index._data
-        elif isinstance(index, tuple):
-            index = tuple(i._data if isinstance(i, Tensor) else i for i in index)
-        self._data[index] = value._data if isinstance(value, Tensor) else value
+        self._data[_index_arrays(index)] = value._data if isinstance(value, Tensor) else value
         self._bump()
 
     def _random_(self, generator, draw):
@@ -755,14 +751,25 @@ def _inplace():
     return _INPLACE[0]
 
 
-def _recorded(x, *operands):
-    """Whether an in-place op on ``x`` with ``operands`` must be recorded (raises torch's
-    error for a leaf that requires grad)."""
-    if not _grad_state.enabled:
-        return False
-    if x._rg or any(isinstance(y, Tensor) and y._rg for y in operands):
-        return _inplace().recording(x, operands)
-    return False
+def _index_arrays(index):
+    """``index`` with its tensors as numpy arrays (numpy's indexing, as torch's)."""
+    if isinstance(index, Tensor):
+        return index._data
+    if isinstance(index, tuple):
+        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
+    if isinstance(index, list):
+        return np.asarray([i.item() if isinstance(i, Tensor) else i for i in index])
+    return index
+
+
+def _take_place(t, result):
+    """``t`` takes ``result``'s place in the graph (its handle: node and output), giving up
+    its own; ``result`` keeps its value and no longer holds the handle."""
+    if t._h >= 0:
+        t._tape.drop_handle(t._h)
+    t._tape, t._out, t._h = result._tape, result._out, result._h
+    result._h = -1
+    t._rg = True
 
 
 def _filled(x, value):
@@ -2326,10 +2333,7 @@ def _reshaped_variant(name):
         r = view_op(self, *args, **kwargs)
         self._data = r._data
         if r._rg and r._h >= 0:
-            if self._h >= 0:
-                self._tape.drop_handle(self._h)
-            self._tape, self._out, self._h = r._tape, r._out, r._h
-            r._h = -1
+            _take_place(self, r)
         return self
 
     method.__name__ = method.__qualname__ = name + "_"

@@ -17,7 +17,7 @@ changed. ``x[index] = value`` is the same replacement on ``x`` (or on its base).
 
 import numpy as np
 
-from ..tensor import Tensor, _filled, _Lazy, _wrap
+from ..tensor import Tensor, _filled, _index_arrays, _Lazy, _take_place, _wrap
 from .grad_mode import is_grad_enabled, no_grad
 
 # in-place ops whose backward does not read the input's old value: their node needs no copy
@@ -39,7 +39,8 @@ def recording(x, operands):
             raise RuntimeError(
                 "a leaf Variable that requires grad is being used in an in-place operation."
             )
-        return _check_view(x) or True
+        _check_view(x)
+        return True
     for y in operands:
         if isinstance(y, Tensor) and y._rg:
             _check_view(x)
@@ -64,7 +65,6 @@ def _check_view(x):
         raise RuntimeError(
             "a view of a leaf Variable that requires grad is being used in an in-place operation."
         )
-    return True
 
 
 def modify(x, name, compute, reads_self=None):
@@ -75,34 +75,28 @@ def modify(x, name, compute, reads_self=None):
     base = base_of(x)
     if type(x) is _Lazy and x._b.S is None and base is None and x._vc is None:
         # a deferred result whose value nobody holds yet (no view, no run, no array, no
-        # alias: no version counter shared with anything): it becomes
-        # the new result, and its batch runs when the value is needed, not at each in-place
-        # op (`acc += x * w` in a loop: 49 -> ~25 us a step, ipbench). Its old value stays in
-        # the batch's store for the nodes that read it.
+        # alias: no version counter shared with anything): it becomes the new result, and
+        # its batch runs when the value is needed, not at each in-place op (`acc += x * w`
+        # in a loop: 49 -> 14 us a step). Its old value stays in the batch's store for the
+        # nodes that read it.
         result = compute(x)
         if result is x:
             return x
-        result = _conform(x, result, name)
-        if not result._rg:
-            result = _filled(x, result)
+        result = _new_value(x, result, name)
         if type(x) is _Lazy:
             _become(x, result)
             return x
         # the op ran eagerly and gave x its memory: its node may keep that memory, which
         # changes now; record it again on a copy (the first result is unreachable)
         if reads_self:
-            result = _conform(x, compute(_snapshot(x)), name)
-            if not result._rg:
-                result = _filled(x, result)
+            result = _new_value(x, compute(_snapshot(x)), name)
         _adopt(x, result)
         _rederive(x)
         return x
     result = compute(_snapshot(x) if reads_self else x)
     if result is x:  # (dropout in eval mode)
         return x
-    result = _conform(x, result, name)
-    if not result._rg:  # a non-differentiable op (floor_, eq_): x stays in the graph
-        result = _filled(x, result)
+    result = _new_value(x, result, name)
     if base is None:
         _adopt(x, result)
         _rederive(x)
@@ -116,7 +110,7 @@ def modify(x, name, compute, reads_self=None):
 def setitem(x, index, value):
     """``x[index] = value`` recorded: ``x`` with the indexed positions replaced."""
     shape = x.shape
-    positions = np.arange(x.numel(), dtype=np.int64).reshape(tuple(shape))[_numpy_index(index)]
+    positions = np.arange(x.numel(), dtype=np.int64).reshape(tuple(shape))[_index_arrays(index)]
     if not isinstance(value, Tensor):
         value = _wrap(np.asarray(value, dtype=x.dtype))
 
@@ -134,17 +128,6 @@ def setitem(x, index, value):
         return _replace(s, positions, v)
 
     return modify(x, "setitem", compute, reads_self=False)
-
-
-def _numpy_index(index):
-    """``index`` with its tensors as numpy arrays (numpy's indexing, as torch's)."""
-    if isinstance(index, Tensor):
-        return index._data
-    if isinstance(index, tuple):
-        return tuple(i._data if isinstance(i, Tensor) else i for i in index)
-    if isinstance(index, list):
-        return np.asarray([i.item() if isinstance(i, Tensor) else i for i in index])
-    return index
 
 
 def _snapshot(x):
@@ -181,6 +164,13 @@ def _conform(x, result, name):
     return result
 
 
+def _new_value(x, result, name):
+    """``result`` conformed to ``x`` (``_conform``), and in the graph: a non-differentiable
+    op's result (floor_, eq_) replaces x with a zero gradient to x's history."""
+    result = _conform(x, result, name)
+    return result if result._rg else _filled(x, result)
+
+
 def _type_name(dtype):
     names = {"float32": "Float", "float64": "Double", "int64": "Long", "int32": "Int",
              "bool": "Bool", "float16": "Half", "uint8": "Byte", "int16": "Short"}  # fmt: skip
@@ -197,30 +187,15 @@ def _become(x, result):
         x.__class__ = Tensor
         x._b = x._src = None
         x._data = result._data
-        x._tape, x._out, x._h = result._tape, result._out, result._h
-        result._h = -1
+        x._h = -1
+        _take_place(x, result)
     x._rg = True
 
 
 def _adopt(x, result):
     """``x`` takes ``result``'s value (written into its memory) and place in the graph."""
-    a = x._data
-    value = result._data
-    if value is not a:
-        if not a.flags.writeable:
-            raise RuntimeError(
-                "unsupported operation: the tensor written in place does not own writable "
-                "memory (an expanded or read-only tensor); clone() it first"
-            )
-        np.copyto(a, value, casting="unsafe")
-    if x._h >= 0:
-        x._tape.drop_handle(x._h)
-        x._h = -1
-    x._tape = result._tape
-    x._out = result._out
-    x._h = result._h
-    result._h = -1
-    x._rg = True
+    _write(x, result._data)
+    _take_place(x, result)
     x._bump()
     # a node that saved its result (exp, tanh, relu) saved x's value now: later in-place
     # changes of x raise in its backward, as in torch
@@ -234,6 +209,19 @@ def _adopt(x, result):
             versions[node] = tuple(
                 [(vc, vc[0], a) if c is rvc else (c, v, a) for c, v, a in entries]
             )
+
+
+def _write(x, value):
+    """Write the array ``value`` into ``x``'s memory (its views and aliases see it)."""
+    a = x._data
+    if value is a:
+        return
+    if not a.flags.writeable:
+        raise RuntimeError(
+            "unsupported operation: the tensor written in place does not own writable memory "
+            "(an expanded or read-only tensor); clone() it first"
+        )
+    np.copyto(a, value, casting="unsafe")
 
 
 def _replace(base, positions, value):
@@ -280,14 +268,7 @@ def _rederive(base):
         if flat is None:
             flat = base.reshape(-1)
         positions = flat_positions(base, v, "view")
-        g = flat[_wrap(positions.reshape(-1))].reshape(*v.shape)
-        if v._h >= 0:
-            v._tape.drop_handle(v._h)
-        v._tape = g._tape
-        v._out = g._out
-        v._h = g._h
-        g._h = -1
-        v._rg = True
+        _take_place(v, flat[_wrap(positions.reshape(-1))].reshape(*v.shape))
     views[:] = live
 
 
@@ -341,12 +322,6 @@ def run(x, name, operands, compute, reads_self=None):
         if result is x:
             return x
         result = _conform(x, result, name)
-    a = x._data
-    if not a.flags.writeable:
-        raise RuntimeError(
-            "unsupported operation: the tensor written in place does not own writable memory "
-            "(an expanded or read-only tensor); clone() it first"
-        )
-    np.copyto(a, result._data, casting="unsafe")
+    _write(x, result._data)
     x._bump()
     return x

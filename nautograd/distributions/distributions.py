@@ -260,15 +260,13 @@ class Uniform(Distribution):
         return Distribution.__repr__(self)
 
 
-def _probs_and_logits(cls, probs, logits, categorical):
+def _probs_and_logits(probs, logits, categorical):
     if (probs is None) == (logits is None):
         raise ValueError("Either `probs` or `logits` must be specified, but not both.")
     if probs is not None:
-        (probs,) = broadcast_all(probs) if not isinstance(probs, Tensor) else (probs,)
-        if categorical:
-            probs = probs / probs.sum(-1, keepdim=True)
-        return probs, None
-    (logits,) = broadcast_all(logits) if not isinstance(logits, Tensor) else (logits,)
+        (probs,) = broadcast_all(probs)
+        return (probs / probs.sum(-1, keepdim=True) if categorical else probs), None
+    (logits,) = broadcast_all(logits)
     if categorical:
         logits = logits - logits.logsumexp(dim=-1, keepdim=True)
     return None, logits
@@ -282,7 +280,7 @@ class Bernoulli(Distribution):
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        probs, logits = _probs_and_logits(Bernoulli, probs, logits, False)
+        probs, logits = _probs_and_logits(probs, logits, False)
         if probs is not None:
             self.probs = probs
         else:
@@ -345,7 +343,7 @@ class Categorical(Distribution):
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        probs, logits = _probs_and_logits(Categorical, probs, logits, True)
+        probs, logits = _probs_and_logits(probs, logits, True)
         param = probs if probs is not None else logits
         if param.ndim < 1:
             raise ValueError("`probs` parameter must be at least one-dimensional.")

@@ -5,7 +5,15 @@ import math
 import numpy as np
 
 from ..tensor import NN_FUNCTIONAL
-from .distributions import Bernoulli, Categorical, Independent, MultivariateNormal, Normal, Uniform
+from .distributions import (
+    Bernoulli,
+    Categorical,
+    Independent,
+    MultivariateNormal,
+    Normal,
+    Uniform,
+    _sum_rightmost,
+)
 
 _KL = {}
 
@@ -88,6 +96,4 @@ def _kl_uniform_uniform(p, q):
 def _kl_independent_independent(p, q):
     if p.reinterpreted_batch_ndims != q.reinterpreted_batch_ndims:
         raise NotImplementedError
-    result = kl_divergence(p.base_dist, q.base_dist)
-    n = p.reinterpreted_batch_ndims
-    return result.reshape(*result.shape[: result.ndim - n], -1).sum(-1) if n else result
+    return _sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
