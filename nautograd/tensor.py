@@ -2027,7 +2027,7 @@ def _runs(tape, b, node, out, x):
     b.nv = v
     # x's version now, by the first output's value id: an output forced after x changed in
     # place raises torch's error (_force). (Listing each output on x for in-place changes
-    # to find, weak references and a list a call, cost the scalar DAG's forward ~20 %: the
+    # to find, weak references and a list a call, cost scalar_dag_fwd_bwd's forward ~20 %: the
     # garbage collector's passes over them)
     versions = _RUN_VERSIONS.get(b)
     if versions is None:

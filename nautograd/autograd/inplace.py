@@ -77,7 +77,7 @@ def modify(x, name, compute, reads_self=None):
         # a deferred result whose value nobody holds yet (no view, no run, no array, no
         # alias: no version counter shared with anything): it becomes the new result, and
         # its batch runs when the value is needed, not at each in-place op (`acc += x * w`
-        # in a loop: 49 -> 14 us a step). Its old value stays in the batch's store for the
+        # in a loop ran a batch a step). Its old value stays in the batch's store for the
         # nodes that read it.
         result = compute(x)
         if result is x:
