@@ -63,7 +63,9 @@ from .creation import (  # noqa: E402
     zeros_like,
 )
 from .tensor import (  # noqa: E402
-    FUNCTIONS,
+    FUNCTIONS as _FUNCTIONS,
+)
+from .tensor import (
     Size,
     Tensor,
     bool_,
@@ -91,7 +93,9 @@ nan = _math.nan
 
 from .tensor import apply as tensor_apply  # noqa: E402  (run an Op record directly)
 
-globals().update(FUNCTIONS)
+globals().update(_FUNCTIONS)
+for _f in _FUNCTIONS.values():
+    _f.__module__ = __name__  # (made in nautograd.tensor; documented where they are public)
 
 from .kernels import scalar as _scalar  # noqa: E402
 
@@ -101,3 +105,6 @@ _scalar.bind(where=autograd.higher_order.formula_where)
 from . import library  # noqa: E402  (user-defined compiled ops)
 
 __version__ = "0.1.0"
+
+# the public names (the stub nautograd/__init__.pyi lists the same)
+__all__ = sorted(n for n in globals() if n[0] != "_" and n not in {"creation", "graph", "kernels"})

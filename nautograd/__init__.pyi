@@ -6,10 +6,12 @@ import numpy as _np
 
 from . import autograd as autograd
 from . import cuda as cuda
+from . import distributions as distributions
 from . import library as library
 from . import linalg as linalg
 from . import nn as nn
 from . import optim as optim
+from . import utils as utils
 from ._device import device as device
 from ._threads import get_num_threads as get_num_threads
 from ._threads import set_num_threads as set_num_threads
@@ -55,178 +57,1591 @@ from .creation import zeros as zeros
 from .creation import zeros_like as zeros_like
 
 bool_: _np.dtype[Any]
+"""The dtype bool (numpy's ``dtype('bool')``), as ``torch.bool_``."""
 float16: _np.dtype[Any]
+"""The dtype float16 (numpy's ``dtype('float16')``), as ``torch.float16``."""
 float32: _np.dtype[Any]
+"""The dtype float32 (numpy's ``dtype('float32')``), as ``torch.float32``."""
 float64: _np.dtype[Any]
+"""The dtype float64 (numpy's ``dtype('float64')``), as ``torch.float64``."""
 int8: _np.dtype[Any]
+"""The dtype int8 (numpy's ``dtype('int8')``), as ``torch.int8``."""
 int16: _np.dtype[Any]
+"""The dtype int16 (numpy's ``dtype('int16')``), as ``torch.int16``."""
 int32: _np.dtype[Any]
+"""The dtype int32 (numpy's ``dtype('int32')``), as ``torch.int32``."""
 int64: _np.dtype[Any]
+"""The dtype int64 (numpy's ``dtype('int64')``), as ``torch.int64``."""
 uint8: _np.dtype[Any]
+"""The dtype uint8 (numpy's ``dtype('uint8')``), as ``torch.uint8``."""
 float: _np.dtype[Any]
+"""The dtype float32 (numpy's ``dtype('float32')``), as ``torch.float``."""
 double: _np.dtype[Any]
+"""The dtype float64 (numpy's ``dtype('float64')``), as ``torch.double``."""
 long: _np.dtype[Any]
+"""The dtype int64 (numpy's ``dtype('int64')``), as ``torch.long``."""
 int: _np.dtype[Any]
+"""The dtype int32 (numpy's ``dtype('int32')``), as ``torch.int``."""
 bool: _np.dtype[Any]
+"""The dtype bool (numpy's ``dtype('bool')``), as ``torch.bool``."""
 half: _np.dtype[Any]
+"""The dtype float16 (numpy's ``dtype('float16')``), as ``torch.half``."""
 pi: float
+"""The constant pi, as ``torch.pi``."""
 e: float
+"""Euler's number, as ``torch.e``."""
 inf: float
+"""Positive infinity, as ``torch.inf``."""
 nan: float
+"""Not a number, as ``torch.nan``."""
 __version__: str
 
-def abs(*args: Any, **kwargs: Any) -> Any: ...
-def acos(*args: Any, **kwargs: Any) -> Any: ...
-def acosh(*args: Any, **kwargs: Any) -> Any: ...
-def add(*args: Any, **kwargs: Any) -> Any: ...
-def addcdiv(*args: Any, **kwargs: Any) -> Any: ...
-def addcmul(*args: Any, **kwargs: Any) -> Any: ...
-def all(*args: Any, **kwargs: Any) -> Any: ...
-def amax(*args: Any, **kwargs: Any) -> Any: ...
-def amin(*args: Any, **kwargs: Any) -> Any: ...
-def any(*args: Any, **kwargs: Any) -> Any: ...
-def arccos(*args: Any, **kwargs: Any) -> Any: ...
-def arccosh(*args: Any, **kwargs: Any) -> Any: ...
-def arcsin(*args: Any, **kwargs: Any) -> Any: ...
-def arcsinh(*args: Any, **kwargs: Any) -> Any: ...
-def arctan(*args: Any, **kwargs: Any) -> Any: ...
-def arctan2(*args: Any, **kwargs: Any) -> Any: ...
-def arctanh(*args: Any, **kwargs: Any) -> Any: ...
-def argmax(*args: Any, **kwargs: Any) -> Any: ...
-def argmin(*args: Any, **kwargs: Any) -> Any: ...
-def asin(*args: Any, **kwargs: Any) -> Any: ...
-def asinh(*args: Any, **kwargs: Any) -> Any: ...
-def atan(*args: Any, **kwargs: Any) -> Any: ...
-def atan2(*args: Any, **kwargs: Any) -> Any: ...
-def atanh(*args: Any, **kwargs: Any) -> Any: ...
-def bmm(*args: Any, **kwargs: Any) -> Any: ...
-def broadcast_to(*args: Any, **kwargs: Any) -> Any: ...
-def cat(*args: Any, **kwargs: Any) -> Any: ...
-def ceil(*args: Any, **kwargs: Any) -> Any: ...
-def cholesky(*args: Any, **kwargs: Any) -> Any: ...
-def chunk(*args: Any, **kwargs: Any) -> Any: ...
-def clamp(*args: Any, **kwargs: Any) -> Any: ...
-def clip(*args: Any, **kwargs: Any) -> Any: ...
-def clone(*args: Any, **kwargs: Any) -> Any: ...
-def concat(*args: Any, **kwargs: Any) -> Any: ...
-def concatenate(*args: Any, **kwargs: Any) -> Any: ...
-def cos(*args: Any, **kwargs: Any) -> Any: ...
-def cosh(*args: Any, **kwargs: Any) -> Any: ...
-def count_nonzero(*args: Any, **kwargs: Any) -> Any: ...
-def cumprod(*args: Any, **kwargs: Any) -> Any: ...
-def cumsum(*args: Any, **kwargs: Any) -> Any: ...
-def det(*args: Any, **kwargs: Any) -> Any: ...
-def diag(*args: Any, **kwargs: Any) -> Any: ...
-def diagonal(*args: Any, **kwargs: Any) -> Any: ...
-def div(*args: Any, **kwargs: Any) -> Any: ...
-def divide(*args: Any, **kwargs: Any) -> Any: ...
-def dot(*args: Any, **kwargs: Any) -> Any: ...
-def einsum(*args: Any, **kwargs: Any) -> Any: ...
-def elu(*args: Any, **kwargs: Any) -> Any: ...
-def eq(*args: Any, **kwargs: Any) -> Any: ...
-def erf(*args: Any, **kwargs: Any) -> Any: ...
-def erfc(*args: Any, **kwargs: Any) -> Any: ...
-def exp(*args: Any, **kwargs: Any) -> Any: ...
-def exp2(*args: Any, **kwargs: Any) -> Any: ...
-def expm1(*args: Any, **kwargs: Any) -> Any: ...
-def fix(*args: Any, **kwargs: Any) -> Any: ...
-def flatten(*args: Any, **kwargs: Any) -> Any: ...
-def flip(*args: Any, **kwargs: Any) -> Any: ...
-def floor(*args: Any, **kwargs: Any) -> Any: ...
-def fmod(*args: Any, **kwargs: Any) -> Any: ...
-def gather(*args: Any, **kwargs: Any) -> Any: ...
-def ge(*args: Any, **kwargs: Any) -> Any: ...
-def gelu(*args: Any, **kwargs: Any) -> Any: ...
-def ger(*args: Any, **kwargs: Any) -> Any: ...
-def gt(*args: Any, **kwargs: Any) -> Any: ...
-def hardtanh(*args: Any, **kwargs: Any) -> Any: ...
-def hypot(*args: Any, **kwargs: Any) -> Any: ...
-def index_select(*args: Any, **kwargs: Any) -> Any: ...
-def inverse(*args: Any, **kwargs: Any) -> Any: ...
-def isfinite(*args: Any, **kwargs: Any) -> Any: ...
-def isinf(*args: Any, **kwargs: Any) -> Any: ...
-def isnan(*args: Any, **kwargs: Any) -> Any: ...
-def isneginf(*args: Any, **kwargs: Any) -> Any: ...
-def isposinf(*args: Any, **kwargs: Any) -> Any: ...
-def le(*args: Any, **kwargs: Any) -> Any: ...
-def leaky_relu(*args: Any, **kwargs: Any) -> Any: ...
-def lerp(*args: Any, **kwargs: Any) -> Any: ...
-def log(*args: Any, **kwargs: Any) -> Any: ...
-def log10(*args: Any, **kwargs: Any) -> Any: ...
-def log1p(*args: Any, **kwargs: Any) -> Any: ...
-def log2(*args: Any, **kwargs: Any) -> Any: ...
-def log_softmax(*args: Any, **kwargs: Any) -> Any: ...
-def logaddexp(*args: Any, **kwargs: Any) -> Any: ...
-def logcumsumexp(*args: Any, **kwargs: Any) -> Any: ...
-def logical_and(*args: Any, **kwargs: Any) -> Any: ...
-def logical_not(*args: Any, **kwargs: Any) -> Any: ...
-def logical_or(*args: Any, **kwargs: Any) -> Any: ...
-def logical_xor(*args: Any, **kwargs: Any) -> Any: ...
-def logsumexp(*args: Any, **kwargs: Any) -> Any: ...
-def lt(*args: Any, **kwargs: Any) -> Any: ...
-def masked_fill(*args: Any, **kwargs: Any) -> Any: ...
-def matmul(*args: Any, **kwargs: Any) -> Any: ...
-def max(*args: Any, **kwargs: Any) -> Any: ...
-def maximum(*args: Any, **kwargs: Any) -> Any: ...
-def mean(*args: Any, **kwargs: Any) -> Any: ...
-def min(*args: Any, **kwargs: Any) -> Any: ...
-def minimum(*args: Any, **kwargs: Any) -> Any: ...
-def mm(*args: Any, **kwargs: Any) -> Any: ...
-def moveaxis(*args: Any, **kwargs: Any) -> Any: ...
-def movedim(*args: Any, **kwargs: Any) -> Any: ...
-def mul(*args: Any, **kwargs: Any) -> Any: ...
-def multiply(*args: Any, **kwargs: Any) -> Any: ...
-def mv(*args: Any, **kwargs: Any) -> Any: ...
-def nan_to_num(*args: Any, **kwargs: Any) -> Any: ...
-def narrow(*args: Any, **kwargs: Any) -> Any: ...
-def ne(*args: Any, **kwargs: Any) -> Any: ...
-def neg(*args: Any, **kwargs: Any) -> Any: ...
-def norm(*args: Any, **kwargs: Any) -> Any: ...
-def outer(*args: Any, **kwargs: Any) -> Any: ...
-def permute(*args: Any, **kwargs: Any) -> Any: ...
-def pow(*args: Any, **kwargs: Any) -> Any: ...
-def prod(*args: Any, **kwargs: Any) -> Any: ...
-def reciprocal(*args: Any, **kwargs: Any) -> Any: ...
-def relu(*args: Any, **kwargs: Any) -> Any: ...
-def remainder(*args: Any, **kwargs: Any) -> Any: ...
-def reshape(*args: Any, **kwargs: Any) -> Any: ...
-def roll(*args: Any, **kwargs: Any) -> Any: ...
-def round(*args: Any, **kwargs: Any) -> Any: ...
-def rsqrt(*args: Any, **kwargs: Any) -> Any: ...
-def scatter_add(*args: Any, **kwargs: Any) -> Any: ...
-def select(*args: Any, **kwargs: Any) -> Any: ...
-def sigmoid(*args: Any, **kwargs: Any) -> Any: ...
-def sign(*args: Any, **kwargs: Any) -> Any: ...
-def signbit(*args: Any, **kwargs: Any) -> Any: ...
-def silu(*args: Any, **kwargs: Any) -> Any: ...
-def sin(*args: Any, **kwargs: Any) -> Any: ...
-def sinh(*args: Any, **kwargs: Any) -> Any: ...
-def slogdet(*args: Any, **kwargs: Any) -> Any: ...
-def softmax(*args: Any, **kwargs: Any) -> Any: ...
-def softplus(*args: Any, **kwargs: Any) -> Any: ...
-def split(*args: Any, **kwargs: Any) -> Any: ...
-def sqrt(*args: Any, **kwargs: Any) -> Any: ...
-def square(*args: Any, **kwargs: Any) -> Any: ...
-def squeeze(*args: Any, **kwargs: Any) -> Any: ...
-def stack(*args: Any, **kwargs: Any) -> Any: ...
-def std(*args: Any, **kwargs: Any) -> Any: ...
-def sub(*args: Any, **kwargs: Any) -> Any: ...
-def subtract(*args: Any, **kwargs: Any) -> Any: ...
-def sum(*args: Any, **kwargs: Any) -> Any: ...
-def swapaxes(*args: Any, **kwargs: Any) -> Any: ...
-def t(*args: Any, **kwargs: Any) -> Any: ...
-def take_along_dim(*args: Any, **kwargs: Any) -> Any: ...
-def tan(*args: Any, **kwargs: Any) -> Any: ...
-def tanh(*args: Any, **kwargs: Any) -> Any: ...
-def tile(*args: Any, **kwargs: Any) -> Any: ...
-def trace(*args: Any, **kwargs: Any) -> Any: ...
-def transpose(*args: Any, **kwargs: Any) -> Any: ...
-def tril(*args: Any, **kwargs: Any) -> Any: ...
-def triu(*args: Any, **kwargs: Any) -> Any: ...
-def true_divide(*args: Any, **kwargs: Any) -> Any: ...
-def trunc(*args: Any, **kwargs: Any) -> Any: ...
-def unbind(*args: Any, **kwargs: Any) -> Any: ...
-def unflatten(*args: Any, **kwargs: Any) -> Any: ...
-def unsqueeze(*args: Any, **kwargs: Any) -> Any: ...
-def var(*args: Any, **kwargs: Any) -> Any: ...
-def where(*args: Any, **kwargs: Any) -> Any: ...
+def abs(input) -> Any:
+    """|input|; its derivative is sign(input) (0 at 0, as torch).
+
+    As ``torch.abs``, ``Tensor.abs``; backward node ``AbsBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def acos(input) -> Any:
+    """The inverse cosine of input; derivative -1 / sqrt(1 - x^2).
+
+    As ``torch.acos``, ``torch.arccos``, ``Tensor.acos``, ``Tensor.arccos``; backward node ``AcosBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def acosh(input) -> Any:
+    """The inverse hyperbolic cosine of input; derivative 1 / sqrt(x^2 - 1).
+
+    As ``torch.acosh``, ``torch.arccosh``, ``Tensor.acosh``, ``Tensor.arccosh``; backward node ``AcoshBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def add(input, other, alpha=1) -> Any:
+    """input + alpha * other, elementwise and broadcast.
+
+    As ``torch.add``, ``Tensor.add``; backward node ``AddBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+        alpha (number): the multiplier of other. Default: 1.
+    """
+
+def addcdiv(input, tensor1, tensor2, value=1.0) -> Any:
+    """input + value * tensor1 / tensor2.
+
+    As ``torch.addcdiv``, ``Tensor.addcdiv``; backward node ``AddcdivBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        tensor1 (Tensor or number): the first factor.
+        tensor2 (Tensor or number): the second factor (or divisor).
+        value (number): the multiplier of the quotient. Default: 1.
+    """
+
+def addcmul(input, tensor1, tensor2, value=1.0) -> Any:
+    """input + value * tensor1 * tensor2.
+
+    As ``torch.addcmul``, ``Tensor.addcmul``; backward node ``AddcmulBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        tensor1 (Tensor or number): the first factor.
+        tensor2 (Tensor or number): the second factor (or divisor).
+        value (number): the multiplier of the product. Default: 1.
+    """
+
+def all(input, dim=None, keepdim=False) -> Any:
+    """True where every entry of input over dim is nonzero.
+
+    As ``torch.all``, ``Tensor.all``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def amax(input, dim=None, keepdim=False) -> Any:
+    """The maximum of input over dim; ties share the gradient evenly.
+
+    As ``torch.amax``, ``Tensor.amax``; backward node ``AmaxBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def amin(input, dim=None, keepdim=False) -> Any:
+    """The minimum of input over dim; ties share the gradient evenly.
+
+    As ``torch.amin``, ``Tensor.amin``; backward node ``AminBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def any(input, dim=None, keepdim=False) -> Any:
+    """True where some entry of input over dim is nonzero.
+
+    As ``torch.any``, ``Tensor.any``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def arccos(input) -> Any:
+    """The inverse cosine of input; derivative -1 / sqrt(1 - x^2).
+
+    As ``torch.acos``, ``torch.arccos``, ``Tensor.acos``, ``Tensor.arccos``; backward node ``AcosBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def arccosh(input) -> Any:
+    """The inverse hyperbolic cosine of input; derivative 1 / sqrt(x^2 - 1).
+
+    As ``torch.acosh``, ``torch.arccosh``, ``Tensor.acosh``, ``Tensor.arccosh``; backward node ``AcoshBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def arcsin(input) -> Any:
+    """The inverse sine of input; derivative 1 / sqrt(1 - x^2).
+
+    As ``torch.asin``, ``torch.arcsin``, ``Tensor.asin``, ``Tensor.arcsin``; backward node ``AsinBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def arcsinh(input) -> Any:
+    """The inverse hyperbolic sine of input; derivative 1 / sqrt(x^2 + 1).
+
+    As ``torch.asinh``, ``torch.arcsinh``, ``Tensor.asinh``, ``Tensor.arcsinh``; backward node ``AsinhBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def arctan(input) -> Any:
+    """The inverse tangent of input; derivative 1 / (1 + x^2).
+
+    As ``torch.atan``, ``torch.arctan``, ``Tensor.atan``, ``Tensor.arctan``; backward node ``AtanBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def arctan2(input, other) -> Any:
+    """The angle of the point (other, input), atan(input / other) in the right quadrant.
+
+    As ``torch.atan2``, ``torch.arctan2``, ``Tensor.atan2``, ``Tensor.arctan2``; backward node ``Atan2Backward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def arctanh(input) -> Any:
+    """The inverse hyperbolic tangent of input; derivative 1 / (1 - x^2).
+
+    As ``torch.atanh``, ``torch.arctanh``, ``Tensor.atanh``, ``Tensor.arctanh``; backward node ``AtanhBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def argmax(input, dim=None, keepdim=False) -> Any:
+    """The index of the first maximum of input over dim (of the flattened input when dim is None).
+
+    As ``torch.argmax``, ``Tensor.argmax``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def argmin(input, dim=None, keepdim=False) -> Any:
+    """The index of the first minimum of input over dim (of the flattened input when dim is None).
+
+    As ``torch.argmin``, ``Tensor.argmin``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def asin(input) -> Any:
+    """The inverse sine of input; derivative 1 / sqrt(1 - x^2).
+
+    As ``torch.asin``, ``torch.arcsin``, ``Tensor.asin``, ``Tensor.arcsin``; backward node ``AsinBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def asinh(input) -> Any:
+    """The inverse hyperbolic sine of input; derivative 1 / sqrt(x^2 + 1).
+
+    As ``torch.asinh``, ``torch.arcsinh``, ``Tensor.asinh``, ``Tensor.arcsinh``; backward node ``AsinhBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def atan(input) -> Any:
+    """The inverse tangent of input; derivative 1 / (1 + x^2).
+
+    As ``torch.atan``, ``torch.arctan``, ``Tensor.atan``, ``Tensor.arctan``; backward node ``AtanBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def atan2(input, other) -> Any:
+    """The angle of the point (other, input), atan(input / other) in the right quadrant.
+
+    As ``torch.atan2``, ``torch.arctan2``, ``Tensor.atan2``, ``Tensor.arctan2``; backward node ``Atan2Backward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def atanh(input) -> Any:
+    """The inverse hyperbolic tangent of input; derivative 1 / (1 - x^2).
+
+    As ``torch.atanh``, ``torch.arctanh``, ``Tensor.atanh``, ``Tensor.arctanh``; backward node ``AtanhBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def bmm(input, other) -> Any:
+    """The products of two batches of matrices, (b, n, m) @ (b, m, p).
+
+    As ``torch.bmm``, ``Tensor.bmm``; backward node ``BmmBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def broadcast_to(input, size) -> Any:
+    """input broadcast to size, as expand.
+
+    As ``torch.broadcast_to``, ``Tensor.broadcast_to``; backward node ``BroadcastToBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        size (int or tuple of int): the sizes of the result's dimensions (or of the window).
+    """
+
+def cat(tensors, *, dim=0) -> Any:
+    """tensors joined along the existing dimension dim.
+
+    As ``torch.cat``, ``torch.concat``, ``torch.concatenate``; backward node ``CatBackward0``.
+
+    Args:
+        tensors (sequence of Tensor): the tensors to join; same shape but along dim.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def ceil(input) -> Any:
+    """The smallest integer >= input; zero gradient.
+
+    As ``torch.ceil``, ``Tensor.ceil``; backward node ``CeilBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def cholesky(input) -> Any:
+    """The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T.
+
+    As ``torch.cholesky``, ``torch.linalg.cholesky``, ``Tensor.cholesky``; backward node ``LinalgCholeskyExBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def chunk(input, chunks, dim=0) -> Any:
+    """input cut along dim into chunks pieces of equal size (the last may be smaller), as views.
+
+    As ``torch.chunk``, ``Tensor.chunk``; its gradient is that of the ops it is written with.
+
+    Args:
+        input (Tensor): the input.
+        chunks (int): the number of pieces.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def clamp(input, min=None, max=None) -> Any:
+    """input limited to [min, max] (either bound may be None or a tensor); derivative 1 inside the bounds, else 0.
+
+    As ``torch.clamp``, ``torch.clip``, ``Tensor.clamp``, ``Tensor.clip``; backward node ``ClampBackward1``.
+
+    Args:
+        input (Tensor): the input.
+        min (Tensor or number, optional): the lower bound.
+        max (Tensor or number, optional): the upper bound.
+    """
+
+def clip(input, min=None, max=None) -> Any:
+    """input limited to [min, max] (either bound may be None or a tensor); derivative 1 inside the bounds, else 0.
+
+    As ``torch.clamp``, ``torch.clip``, ``Tensor.clamp``, ``Tensor.clip``; backward node ``ClampBackward1``.
+
+    Args:
+        input (Tensor): the input.
+        min (Tensor or number, optional): the lower bound.
+        max (Tensor or number, optional): the upper bound.
+    """
+
+def clone(input) -> Any:
+    """A copy of input; the gradient passes through unchanged.
+
+    As ``torch.clone``, ``Tensor.clone``; backward node ``CloneBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def concat(tensors, *, dim=0) -> Any:
+    """tensors joined along the existing dimension dim.
+
+    As ``torch.cat``, ``torch.concat``, ``torch.concatenate``; backward node ``CatBackward0``.
+
+    Args:
+        tensors (sequence of Tensor): the tensors to join; same shape but along dim.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def concatenate(tensors, *, dim=0) -> Any:
+    """tensors joined along the existing dimension dim.
+
+    As ``torch.cat``, ``torch.concat``, ``torch.concatenate``; backward node ``CatBackward0``.
+
+    Args:
+        tensors (sequence of Tensor): the tensors to join; same shape but along dim.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def cos(input) -> Any:
+    """The cosine of input; derivative -sin(x).
+
+    As ``torch.cos``, ``Tensor.cos``; backward node ``CosBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def cosh(input) -> Any:
+    """The hyperbolic cosine of input; derivative sinh(x).
+
+    As ``torch.cosh``, ``Tensor.cosh``; backward node ``CoshBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def count_nonzero(input, dim=None) -> Any:
+    """The number of nonzero entries of input over dim.
+
+    As ``torch.count_nonzero``, ``Tensor.count_nonzero``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def cumprod(input, dim) -> Any:
+    """The running product of input along dim.
+
+    As ``torch.cumprod``, ``Tensor.cumprod``; backward node ``CumprodBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def cumsum(input, dim) -> Any:
+    """The running sum of input along dim.
+
+    As ``torch.cumsum``, ``Tensor.cumsum``; backward node ``CumsumBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def det(input) -> Any:
+    """The determinant of a square matrix (or of each matrix of a batch).
+
+    As ``torch.det``, ``torch.linalg.det``, ``Tensor.det``; backward node ``LinalgDetBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def diag(input, diagonal=0) -> Any:
+    """A 1-D input as the given diagonal of a square matrix, or the given diagonal of a 2-D input.
+
+    As ``torch.diag``, ``Tensor.diag``; backward node ``DiagBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        diagonal (int): which diagonal: 0 the main one, > 0 above, < 0 below. Default: 0.
+    """
+
+def diagonal(input, offset=0, dim1=0, dim2=1) -> Any:
+    """The diagonal of input with the given offset between dimensions dim1 and dim2, as a view.
+
+    As ``torch.diagonal``, ``Tensor.diagonal``; backward node ``DiagonalBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        offset (int): which diagonal: 0 the main one, > 0 above, < 0 below. Default: 0.
+        dim1 (int): the first dimension of the 2-D planes.
+        dim2 (int): the second dimension of the 2-D planes.
+    """
+
+def div(input, other) -> Any:
+    """Elementwise true division input / other, broadcast.
+
+    As ``torch.div``, ``torch.divide``, ``torch.true_divide``, ``Tensor.div``, ``Tensor.divide``, ``Tensor.true_divide``; backward node ``DivBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def divide(input, other) -> Any:
+    """Elementwise true division input / other, broadcast.
+
+    As ``torch.div``, ``torch.divide``, ``torch.true_divide``, ``Tensor.div``, ``Tensor.divide``, ``Tensor.true_divide``; backward node ``DivBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def dot(input, other) -> Any:
+    """The inner product of two vectors.
+
+    As ``torch.dot``, ``Tensor.dot``; backward node ``DotBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def einsum(equation, *operands) -> Any:
+    """The sum of products of operands given by the subscripts of equation, as numpy.einsum (products run through BLAS).
+
+    As ``torch.einsum``; its gradient is that of the ops it is written with.
+
+    Args:
+        equation (str): the subscripts, as 'ij,jk->ik'.
+        *operands (Tensor...): the tensors the subscripts name.
+    """
+
+def elu(input, alpha=1.0) -> Any:
+    """x where x > 0, else alpha (e^x - 1).
+
+    As ``torch.elu``, ``torch.nn.functional.elu``; backward node ``EluBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        alpha (number): the limit -alpha approached as x -> -inf. Default: 1.
+    """
+
+def eq(input, other) -> Any:
+    """Elementwise input == other, a bool tensor.
+
+    As ``torch.eq``, ``Tensor.eq``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def erf(input) -> Any:
+    """The error function of input; derivative 2 / sqrt(pi) e^(-x^2).
+
+    As ``torch.erf``, ``Tensor.erf``; backward node ``ErfBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def erfc(input) -> Any:
+    """1 - erf(input); derivative -2 / sqrt(pi) e^(-x^2).
+
+    As ``torch.erfc``, ``Tensor.erfc``; backward node ``ErfcBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def exp(input) -> Any:
+    """e^input; derivative e^x.
+
+    As ``torch.exp``, ``Tensor.exp``; backward node ``ExpBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def exp2(input) -> Any:
+    """2^input; derivative 2^x log 2.
+
+    As ``torch.exp2``, ``Tensor.exp2``; backward node ``Exp2Backward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def expm1(input) -> Any:
+    """e^input - 1, exact for small input; derivative e^x.
+
+    As ``torch.expm1``, ``Tensor.expm1``; backward node ``Expm1Backward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def fix(input) -> Any:
+    """input rounded toward zero; zero gradient.
+
+    As ``torch.trunc``, ``torch.fix``, ``Tensor.trunc``, ``Tensor.fix``; backward node ``TruncBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def flatten(input, start_dim=0, end_dim=-1) -> Any:
+    """input with dimensions start_dim to end_dim merged into one.
+
+    As ``torch.flatten``, ``Tensor.flatten``; backward node ``ViewBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        start_dim (int): the first dimension to merge. Default: 0.
+        end_dim (int): the last dimension to merge. Default: -1.
+    """
+
+def flip(input, dims) -> Any:
+    """input reversed along each of dims.
+
+    As ``torch.flip``, ``Tensor.flip``; backward node ``FlipBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dims (int or tuple of int): the dimensions.
+    """
+
+def floor(input) -> Any:
+    """The largest integer <= input; zero gradient.
+
+    As ``torch.floor``, ``Tensor.floor``; backward node ``FloorBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def fmod(input, other) -> Any:
+    """The remainder of input / other with the sign of input (C's fmod).
+
+    As ``torch.fmod``, ``Tensor.fmod``; backward node ``FmodBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def gather(input, dim, index) -> Any:
+    """``result[i][j] = input[index[i][j]][j]`` for dim=0, and likewise along any dim.
+
+    As ``torch.gather``, ``Tensor.gather``; backward node ``GatherBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        index (Tensor of int64, or int): the positions to take or to write.
+    """
+
+def ge(input, other) -> Any:
+    """Elementwise input >= other, a bool tensor.
+
+    As ``torch.ge``, ``Tensor.ge``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def gelu(input, approximate='none') -> Any:
+    """x Phi(x), Phi the standard normal CDF (approximate='tanh': torch's tanh approximation).
+
+    As ``torch.gelu``, ``torch.nn.functional.gelu``; backward node ``GeluBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        approximate (str): 'none' (the exact CDF) or 'tanh'. Default: 'none'.
+    """
+
+def ger(input, other) -> Any:
+    """The outer product of two vectors, result[i, j] = input[i] * other[j].
+
+    As ``torch.outer``, ``torch.ger``, ``Tensor.outer``, ``Tensor.ger``; backward node ``OuterBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def gt(input, other) -> Any:
+    """Elementwise input > other, a bool tensor.
+
+    As ``torch.gt``, ``Tensor.gt``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def hardtanh(input, min_val=-1.0, max_val=1.0) -> Any:
+    """input limited to [min_val, max_val].
+
+    As ``torch.hardtanh``, ``torch.nn.functional.hardtanh``; backward node ``HardtanhBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        min_val (number): the lower bound. Default: -1.
+        max_val (number): the upper bound. Default: 1.
+    """
+
+def hypot(input, other) -> Any:
+    """sqrt(input^2 + other^2), computed without overflow.
+
+    As ``torch.hypot``, ``Tensor.hypot``; backward node ``HypotBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def index_select(input, dim, index) -> Any:
+    """The entries of input at positions index along dim.
+
+    As ``torch.index_select``, ``Tensor.index_select``; backward node ``IndexSelectBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        index (Tensor of int64, or int): the positions to take or to write.
+    """
+
+def inverse(input) -> Any:
+    """The inverse of a square matrix (or of each matrix of a batch); the gradient is -A^-T grad A^-T.
+
+    As ``torch.inverse``, ``torch.linalg.inv``, ``Tensor.inverse``; backward node ``LinalgInvExBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def isfinite(input) -> Any:
+    """True where input is neither NaN nor infinite.
+
+    As ``torch.isfinite``, ``Tensor.isfinite``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def isinf(input) -> Any:
+    """True where input is +inf or -inf.
+
+    As ``torch.isinf``, ``Tensor.isinf``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def isnan(input) -> Any:
+    """True where input is NaN.
+
+    As ``torch.isnan``, ``Tensor.isnan``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def isneginf(input) -> Any:
+    """True where input is -inf.
+
+    As ``torch.isneginf``, ``Tensor.isneginf``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def isposinf(input) -> Any:
+    """True where input is +inf.
+
+    As ``torch.isposinf``, ``Tensor.isposinf``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def le(input, other) -> Any:
+    """Elementwise input <= other, a bool tensor.
+
+    As ``torch.le``, ``Tensor.le``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def leaky_relu(input, negative_slope=0.01) -> Any:
+    """x where x > 0, else negative_slope * x.
+
+    As ``torch.leaky_relu``, ``torch.nn.functional.leaky_relu``; backward node ``LeakyReluBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        negative_slope (number): the slope for x < 0. Default: 0.01.
+    """
+
+def lerp(input, end, weight) -> Any:
+    """Linear interpolation input + weight * (end - input).
+
+    As ``torch.lerp``, ``Tensor.lerp``; backward node ``LerpBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        end (Tensor): the value reached at weight 1.
+        weight (Tensor or number): the interpolation weight.
+    """
+
+def log(input) -> Any:
+    """The natural logarithm of input; derivative 1 / x.
+
+    As ``torch.log``, ``Tensor.log``; backward node ``LogBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def log10(input) -> Any:
+    """The base-10 logarithm of input; derivative 1 / (x log 10).
+
+    As ``torch.log10``, ``Tensor.log10``; backward node ``Log10Backward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def log1p(input) -> Any:
+    """log(1 + input), exact for small input; derivative 1 / (1 + x).
+
+    As ``torch.log1p``, ``Tensor.log1p``; backward node ``Log1pBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def log2(input) -> Any:
+    """The base-2 logarithm of input; derivative 1 / (x log 2).
+
+    As ``torch.log2``, ``Tensor.log2``; backward node ``Log2Backward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def log_softmax(input, dim) -> Any:
+    """input - logsumexp(input) along dim.
+
+    As ``torch.log_softmax``, ``torch.nn.functional.log_softmax``, ``Tensor.log_softmax``; backward node ``LogSoftmaxBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def logaddexp(input, other) -> Any:
+    """log(e^input + e^other), computed without overflow.
+
+    As ``torch.logaddexp``, ``Tensor.logaddexp``; backward node ``LogaddexpBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def logcumsumexp(input, dim) -> Any:
+    """log(cumsum(exp(input))) along dim, computed without overflow.
+
+    As ``torch.logcumsumexp``, ``Tensor.logcumsumexp``; backward node ``LogcumsumexpBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def logical_and(input, other) -> Any:
+    """True where both input and other are nonzero.
+
+    As ``torch.logical_and``, ``Tensor.logical_and``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def logical_not(input) -> Any:
+    """True where input is zero.
+
+    As ``torch.logical_not``, ``Tensor.logical_not``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def logical_or(input, other) -> Any:
+    """True where input or other is nonzero.
+
+    As ``torch.logical_or``, ``Tensor.logical_or``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def logical_xor(input, other) -> Any:
+    """True where exactly one of input and other is nonzero.
+
+    As ``torch.logical_xor``, ``Tensor.logical_xor``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def logsumexp(input, dim, keepdim=False) -> Any:
+    """log(sum(exp(input))) over dim, computed without overflow.
+
+    As ``torch.logsumexp``, ``Tensor.logsumexp``; backward node ``LogsumexpBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def lt(input, other) -> Any:
+    """Elementwise input < other, a bool tensor.
+
+    As ``torch.lt``, ``Tensor.lt``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def masked_fill(input, mask, value) -> Any:
+    """input with value written where mask is True.
+
+    As ``torch.masked_fill``, ``Tensor.masked_fill``; backward node ``MaskedFillBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        mask (Tensor of bool): where to write, broadcast against input.
+        value (number): the value to write or the multiplier, as the op says.
+    """
+
+def matmul(input, other) -> Any:
+    """The matrix product of input and other with torch's rules for every rank: vectors are promoted and removed again, leading dimensions broadcast as batches.
+
+    As ``torch.matmul``, ``Tensor.matmul``; backward node ``MmBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def max(input, dim=None, keepdim=False) -> Any:
+    """The maximum of input; with dim, the named tuple (values, indices) over dim. The gradient goes to the selected entries.
+
+    As ``torch.max``, ``Tensor.max``; backward node ``MaxBackward1``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def maximum(input, other) -> Any:
+    """Elementwise maximum of input and other, broadcast (at ties the gradient is split evenly, as torch does).
+
+    As ``torch.maximum``, ``Tensor.maximum``; backward node ``MaximumBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def mean(input, dim=None, keepdim=False) -> Any:
+    """The mean of input over dim (every element when dim is None).
+
+    As ``torch.mean``, ``Tensor.mean``; backward node ``MeanBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def min(input, dim=None, keepdim=False) -> Any:
+    """The minimum of input; with dim, the named tuple (values, indices) over dim. The gradient goes to the selected entries.
+
+    As ``torch.min``, ``Tensor.min``; backward node ``MinBackward1``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def minimum(input, other) -> Any:
+    """Elementwise minimum of input and other, broadcast (at ties the gradient is split evenly, as torch does).
+
+    As ``torch.minimum``, ``Tensor.minimum``; backward node ``MinimumBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def mm(input, other) -> Any:
+    """The product of two matrices.
+
+    As ``torch.mm``, ``Tensor.mm``; backward node ``MmBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def moveaxis(input, source, destination) -> Any:
+    """input with dimension(s) source moved to position(s) destination.
+
+    As ``torch.movedim``, ``torch.moveaxis``, ``Tensor.movedim``, ``Tensor.moveaxis``; backward node ``MovedimBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        source (int or tuple of int): the dimensions to move.
+        destination (int or tuple of int): where they go.
+    """
+
+def movedim(input, source, destination) -> Any:
+    """input with dimension(s) source moved to position(s) destination.
+
+    As ``torch.movedim``, ``torch.moveaxis``, ``Tensor.movedim``, ``Tensor.moveaxis``; backward node ``MovedimBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        source (int or tuple of int): the dimensions to move.
+        destination (int or tuple of int): where they go.
+    """
+
+def mul(input, other) -> Any:
+    """Elementwise product input * other, broadcast.
+
+    As ``torch.mul``, ``torch.multiply``, ``Tensor.mul``, ``Tensor.multiply``; backward node ``MulBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def multiply(input, other) -> Any:
+    """Elementwise product input * other, broadcast.
+
+    As ``torch.mul``, ``torch.multiply``, ``Tensor.mul``, ``Tensor.multiply``; backward node ``MulBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def mv(input, other) -> Any:
+    """The product of a matrix and a vector.
+
+    As ``torch.mv``, ``Tensor.mv``; backward node ``MvBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None) -> Any:
+    """input with NaN replaced by nan, +inf by posinf and -inf by neginf (the dtype's largest finite values by default).
+
+    As ``torch.nan_to_num``, ``Tensor.nan_to_num``; backward node ``NanToNumBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        nan (number): replaces NaN. Default: 0.
+        posinf (number, optional): replaces +inf.
+        neginf (number, optional): replaces -inf.
+    """
+
+def narrow(input, dim, start, length) -> Any:
+    """The view input[..., start:start + length, ...] along dim.
+
+    As ``torch.narrow``, ``Tensor.narrow``; backward node ``NarrowBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        start (int): the first index.
+        length (int): the number of elements.
+    """
+
+def ne(input, other) -> Any:
+    """Elementwise input != other, a bool tensor.
+
+    As ``torch.ne``, ``Tensor.ne``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def neg(input) -> Any:
+    """-input.
+
+    As ``torch.neg``, ``Tensor.neg``, ``Tensor.negative``; backward node ``NegBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def norm(input, p='fro', dim=None, keepdim=False) -> Any:
+    """The p-norm of input (Frobenius by default) over dim.
+
+    As ``torch.norm``, ``Tensor.norm``; backward node ``NormBackward1``.
+
+    Args:
+        input (Tensor): the input.
+        p (number or str): the probability of zeroing (dropout), or the order of the norm.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def outer(input, other) -> Any:
+    """The outer product of two vectors, result[i, j] = input[i] * other[j].
+
+    As ``torch.outer``, ``torch.ger``, ``Tensor.outer``, ``Tensor.ger``; backward node ``OuterBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def permute(input, *dims) -> Any:
+    """A view of input with its dimensions in the order dims.
+
+    As ``torch.permute``, ``Tensor.permute``; backward node ``PermuteBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        *dims (int or tuple of int): the dimensions.
+    """
+
+def pow(input, exponent) -> Any:
+    """input ** exponent; either may be a number. The derivative at 0 follows torch (0 ** 0 has gradient 0).
+
+    As ``torch.pow``, ``Tensor.pow``; backward node ``PowBackward1``.
+
+    Args:
+        input (Tensor): the input.
+        exponent (Tensor or number): the power.
+    """
+
+def prod(input, dim=None, keepdim=False) -> Any:
+    """The product of input over dim (every element when dim is None); the gradient is exact at zeros.
+
+    As ``torch.prod``, ``Tensor.prod``; backward node ``ProdBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def reciprocal(input) -> Any:
+    """1 / input; derivative -1 / x^2.
+
+    As ``torch.reciprocal``, ``Tensor.reciprocal``; backward node ``ReciprocalBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def relu(input) -> Any:
+    """max(input, 0); derivative 1 where x > 0, else 0.
+
+    As ``torch.relu``, ``torch.nn.functional.relu``, ``Tensor.relu``; backward node ``ReluBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def remainder(input, other) -> Any:
+    """The remainder of input / other with the sign of other (Python's %).
+
+    As ``torch.remainder``, ``Tensor.remainder``; backward node ``RemainderBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def reshape(input, *shape) -> Any:
+    """input with a new shape of the same number of elements (-1 infers one dimension); a view when possible.
+
+    As ``torch.reshape``, ``Tensor.reshape``; backward node ``ViewBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        *shape (int or tuple of int): the new shape; one entry may be -1.
+    """
+
+def roll(input, shifts, dims=None) -> Any:
+    """input rolled by shifts along dims (elements leaving one end re-enter at the other).
+
+    As ``torch.roll``, ``Tensor.roll``; backward node ``RollBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        shifts (int or tuple of int): how many places to roll, per dimension in dims.
+        dims (int or tuple of int): the dimensions.
+    """
+
+def round(input, decimals=0) -> Any:
+    """input rounded to decimals places, half to even; zero gradient.
+
+    As ``torch.round``, ``Tensor.round``; backward node ``RoundBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        decimals (int): the number of decimal places. Default: 0.
+    """
+
+def rsqrt(input) -> Any:
+    """1 / sqrt(input); derivative -1 / (2 x^1.5).
+
+    As ``torch.rsqrt``, ``Tensor.rsqrt``; backward node ``RsqrtBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def scatter_add(input, dim, index, src) -> Any:
+    """input with src added at index along dim (repeated positions accumulate).
+
+    As ``torch.scatter_add``, ``Tensor.scatter_add``; backward node ``ScatterAddBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        index (Tensor of int64, or int): the positions to take or to write.
+        src (Tensor): the values to add.
+    """
+
+def select(input, dim, index) -> Any:
+    """The view input[..., index, ...] along dim (the dimension removed).
+
+    As ``torch.select``, ``Tensor.select``; backward node ``SelectBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        index (Tensor of int64, or int): the positions to take or to write.
+    """
+
+def sigmoid(input) -> Any:
+    """1 / (1 + e^-input); derivative s(x) (1 - s(x)).
+
+    As ``torch.sigmoid``, ``torch.nn.functional.sigmoid``, ``Tensor.sigmoid``; backward node ``SigmoidBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def sign(input) -> Any:
+    """-1, 0 or 1 by the sign of input; zero gradient.
+
+    As ``torch.sign``, ``Tensor.sign``; backward node ``SignBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def signbit(input) -> Any:
+    """True where the sign bit of input is set (-0.0 included).
+
+    As ``torch.signbit``, ``Tensor.signbit``; no gradient.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def silu(input) -> Any:
+    """x * sigmoid(x).
+
+    As ``torch.silu``, ``torch.nn.functional.silu``; backward node ``SiluBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def sin(input) -> Any:
+    """The sine of input; derivative cos(x).
+
+    As ``torch.sin``, ``Tensor.sin``; backward node ``SinBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def sinh(input) -> Any:
+    """The hyperbolic sine of input; derivative cosh(x).
+
+    As ``torch.sinh``, ``Tensor.sinh``; backward node ``SinhBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def slogdet(A) -> Any:
+    """The sign and the log of the absolute value of the determinant, as the named tuple (sign, logabsdet).
+
+    As ``torch.slogdet``, ``torch.linalg.slogdet``, ``Tensor.slogdet``; its gradient is that of the ops it is written with.
+
+    Args:
+        A (Tensor): a square matrix or a batch of them.
+    """
+
+def softmax(input, dim) -> Any:
+    """exp(input) / sum(exp(input)) along dim, computed without overflow.
+
+    As ``torch.softmax``, ``torch.nn.functional.softmax``, ``Tensor.softmax``; backward node ``SoftmaxBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def softplus(input, beta=1.0, threshold=20.0) -> Any:
+    """log(1 + e^(beta x)) / beta, and x itself where beta x > threshold.
+
+    As ``torch.softplus``, ``torch.nn.functional.softplus``; backward node ``SoftplusBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        beta (number): the sharpness, or where the quadratic part ends. Default: 1.
+        threshold (number): above beta * x > threshold the result is x. Default: 20.
+    """
+
+def split(tensor, split_size_or_sections, dim=0) -> Any:
+    """input cut along dim into pieces of split_size_or_sections elements (an int: equal pieces, the last smaller; a list: those sizes), as views.
+
+    As ``torch.split``, ``Tensor.split``; its gradient is that of the ops it is written with.
+
+    Args:
+        tensor (Tensor): the input.
+        split_size_or_sections (int or list of int): the size of each piece, or the sizes.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def sqrt(input) -> Any:
+    """The square root of input; derivative 1 / (2 sqrt(x)).
+
+    As ``torch.sqrt``, ``Tensor.sqrt``; backward node ``SqrtBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def square(input) -> Any:
+    """input * input; derivative 2x.
+
+    As ``torch.square``, ``Tensor.square``; backward node ``SquareBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def squeeze(input, dim=None) -> Any:
+    """A view of input without its dimensions of size 1 (only dim when given).
+
+    As ``torch.squeeze``, ``Tensor.squeeze``; backward node ``SqueezeBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def stack(tensors, *, dim=0) -> Any:
+    """tensors joined along a new dimension dim.
+
+    As ``torch.stack``; backward node ``StackBackward0``.
+
+    Args:
+        tensors (sequence of Tensor): the tensors to join; same shape but along dim.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def std(input, dim=None, keepdim=False, *, correction=None) -> Any:
+    """The standard deviation of input over dim, with Bessel's correction by default.
+
+    As ``torch.std``, ``Tensor.std``; backward node ``StdBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+        correction (int): the sample count minus the divisor (default 1; unbiased=False means 0).
+    """
+
+def sub(input, other, alpha=1) -> Any:
+    """input - alpha * other, elementwise and broadcast.
+
+    As ``torch.sub``, ``torch.subtract``, ``Tensor.sub``, ``Tensor.subtract``; backward node ``SubBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+        alpha (number): the multiplier of other. Default: 1.
+    """
+
+def subtract(input, other, alpha=1) -> Any:
+    """input - alpha * other, elementwise and broadcast.
+
+    As ``torch.sub``, ``torch.subtract``, ``Tensor.sub``, ``Tensor.subtract``; backward node ``SubBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+        alpha (number): the multiplier of other. Default: 1.
+    """
+
+def sum(input, dim=None, keepdim=False) -> Any:
+    """The sum of input over dim (every element when dim is None).
+
+    As ``torch.sum``, ``Tensor.sum``; backward node ``SumBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+    """
+
+def swapaxes(input, dim0, dim1) -> Any:
+    """A view of input with dimensions dim0 and dim1 swapped.
+
+    As ``torch.transpose``, ``torch.swapaxes``, ``Tensor.transpose``, ``Tensor.swapaxes``; backward node ``TransposeBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim0 (int): the first dimension.
+        dim1 (int): the first dimension of the 2-D planes.
+    """
+
+def t(input) -> Any:
+    """The transpose of a matrix (a 0-D or 1-D input is returned as it is).
+
+    As ``torch.t``, ``Tensor.t``; backward node ``TBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def take_along_dim(input, indices, dim=None) -> Any:
+    """The entries of input at indices along dim (over the flattened input when dim is None).
+
+    As ``torch.take_along_dim``, ``Tensor.take_along_dim``; backward node ``TakeAlongDimBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        indices (Tensor of int64): the positions to take.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def tan(input) -> Any:
+    """The tangent of input; derivative 1 + tan(x)^2.
+
+    As ``torch.tan``, ``Tensor.tan``; backward node ``TanBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def tanh(input) -> Any:
+    """The hyperbolic tangent of input; derivative 1 - tanh(x)^2.
+
+    As ``torch.tanh``, ``torch.nn.functional.tanh``, ``Tensor.tanh``; backward node ``TanhBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def tile(input, dims) -> Any:
+    """input tiled dims times along each dimension (leading ones added as in torch.tile).
+
+    As ``torch.tile``, ``Tensor.tile``; backward node ``TileBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dims (int or tuple of int): the dimensions.
+    """
+
+def trace(input) -> Any:
+    """The sum of the diagonal of a matrix.
+
+    As ``torch.trace``, ``Tensor.trace``; its gradient is that of the ops it is written with.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def transpose(input, dim0, dim1) -> Any:
+    """A view of input with dimensions dim0 and dim1 swapped.
+
+    As ``torch.transpose``, ``torch.swapaxes``, ``Tensor.transpose``, ``Tensor.swapaxes``; backward node ``TransposeBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim0 (int): the first dimension.
+        dim1 (int): the first dimension of the 2-D planes.
+    """
+
+def tril(input, diagonal=0) -> Any:
+    """The lower triangle of the last two dimensions of input (above the given diagonal set to 0).
+
+    As ``torch.tril``, ``Tensor.tril``; backward node ``TrilBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        diagonal (int): which diagonal: 0 the main one, > 0 above, < 0 below. Default: 0.
+    """
+
+def triu(input, diagonal=0) -> Any:
+    """The upper triangle of the last two dimensions of input (below the given diagonal set to 0).
+
+    As ``torch.triu``, ``Tensor.triu``; backward node ``TriuBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        diagonal (int): which diagonal: 0 the main one, > 0 above, < 0 below. Default: 0.
+    """
+
+def true_divide(input, other) -> Any:
+    """Elementwise true division input / other, broadcast.
+
+    As ``torch.div``, ``torch.divide``, ``torch.true_divide``, ``Tensor.div``, ``Tensor.divide``, ``Tensor.true_divide``; backward node ``DivBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+def trunc(input) -> Any:
+    """input rounded toward zero; zero gradient.
+
+    As ``torch.trunc``, ``torch.fix``, ``Tensor.trunc``, ``Tensor.fix``; backward node ``TruncBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def unbind(input, dim=0) -> Any:
+    """The slices of input along dim, as a tuple of views.
+
+    As ``torch.unbind``, ``Tensor.unbind``; backward node ``UnbindBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def unflatten(input, dim, sizes) -> Any:
+    """input with dimension dim expanded into sizes.
+
+    As ``torch.unflatten``, ``Tensor.unflatten``; its gradient is that of the ops it is written with.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        sizes (tuple of int): the sizes dim is split into.
+    """
+
+def unsqueeze(input, dim) -> Any:
+    """A view of input with a dimension of size 1 inserted at dim.
+
+    As ``torch.unsqueeze``, ``Tensor.unsqueeze``; backward node ``UnsqueezeBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+    """
+
+def var(input, dim=None, keepdim=False, *, correction=None) -> Any:
+    """The variance of input over dim, with Bessel's correction by default.
+
+    As ``torch.var``, ``Tensor.var``; backward node ``VarBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+        correction (int): the sample count minus the divisor (default 1; unbiased=False means 0).
+    """
+
+def where(condition, input, other) -> Any:
+    """Elementwise selection: input where condition holds, else other.
+
+    As ``torch.where``; backward node ``WhereBackward0``.
+
+    Args:
+        condition (Tensor of bool): where to take input.
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+__all__ = ['Size', 'Tensor', 'abs', 'acos', 'acosh', 'add', 'addcdiv', 'addcmul', 'all', 'allclose', 'amax', 'amin', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'argmax', 'argmin', 'as_tensor', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'autograd', 'bmm', 'bool', 'bool_', 'broadcast_to', 'cat', 'ceil', 'cholesky', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'concatenate', 'cos', 'cosh', 'count_nonzero', 'cuda', 'cumprod', 'cumsum', 'det', 'device', 'diag', 'diagonal', 'distributions', 'div', 'divide', 'dot', 'double', 'e', 'einsum', 'elu', 'empty', 'empty_like', 'enable_grad', 'eq', 'equal', 'erf', 'erfc', 'exp', 'exp2', 'expm1', 'eye', 'fix', 'flatten', 'flip', 'float', 'float16', 'float32', 'float64', 'floor', 'fmod', 'from_numpy', 'full', 'full_like', 'gather', 'ge', 'gelu', 'ger', 'get_default_dtype', 'get_num_threads', 'gt', 'half', 'hardtanh', 'hypot', 'index_select', 'inf', 'inference_mode', 'int', 'int16', 'int32', 'int64', 'int8', 'inverse', 'is_anomaly_check_nan_enabled', 'is_anomaly_enabled', 'is_floating_point', 'is_grad_enabled', 'is_inference_mode_enabled', 'is_tensor', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'le', 'leaky_relu', 'lerp', 'library', 'linalg', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logsumexp', 'long', 'lt', 'manual_seed', 'masked_fill', 'matmul', 'max', 'maximum', 'mean', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'mul', 'multiply', 'mv', 'nan', 'nan_to_num', 'narrow', 'ne', 'neg', 'nn', 'no_grad', 'norm', 'numel', 'ones', 'ones_like', 'optim', 'outer', 'permute', 'pi', 'pow', 'prod', 'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'reciprocal', 'relu', 'remainder', 'reshape', 'roll', 'round', 'rsqrt', 'scatter_add', 'select', 'set_default_dtype', 'set_grad_enabled', 'set_num_threads', 'sigmoid', 'sign', 'signbit', 'silu', 'sin', 'sinh', 'slogdet', 'softmax', 'softplus', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'subtract', 'sum', 'swapaxes', 't', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_apply', 'tile', 'trace', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'uint8', 'unbind', 'unflatten', 'unsqueeze', 'utils', 'var', 'where', 'zeros', 'zeros_like']

@@ -27,7 +27,7 @@ from .graph.tape import (
     forward_stack,
 )
 from .graph.tape import _local as _tape_local
-from .kernels import OPS
+from .kernels import OPS, opdocs
 from .kernels.registry import COMPOSITES, OP_BY_NAME
 
 float32 = np.dtype(np.float32)
@@ -60,6 +60,18 @@ _NAMES = {
     uint8: "uint8",
     bool_: "bool",
 }
+# Tensor.type()'s legacy names
+_TYPE_NAMES = {
+    float32: "FloatTensor",
+    float64: "DoubleTensor",
+    float16: "HalfTensor",
+    int64: "LongTensor",
+    int32: "IntTensor",
+    int16: "ShortTensor",
+    int8: "CharTensor",
+    uint8: "ByteTensor",
+    bool_: "BoolTensor",
+}
 
 
 def dtype_name(dt):
@@ -73,6 +85,7 @@ class Size(tuple):
         return f"torch.Size({list(self)})"
 
     def numel(self):
+        """The number of elements of a tensor of this shape."""
         return math.prod(self)
 
 
@@ -333,6 +346,7 @@ class Tensor:
 
     @property
     def shape(self):
+        """The size of each dimension, as a ``Size`` (a tuple)."""
         return Size(self._data.shape)
 
     def size(self, dim=None):
@@ -345,16 +359,20 @@ class Tensor:
 
     @property
     def dtype(self):
+        """The element type (a numpy dtype: ``ng.float32``, ``ng.float64``, ...)."""
         return self._data.dtype
 
     @property
     def ndim(self):
+        """The number of dimensions."""
         return self._data.ndim
 
     def dim(self):
+        """The number of dimensions."""
         return self._data.ndim
 
     def numel(self):
+        """The number of elements."""
         return self._data.size
 
     nelement = numel
@@ -384,15 +402,19 @@ class Tensor:
 
     @property
     def mT(self):
+        """The transpose of the last two dimensions (a view)."""
         return self.transpose(-2, -1)
 
     def is_floating_point(self):
+        """True for float16, float32 and float64 tensors."""
         return self._data.dtype.kind == "f"
 
     def is_contiguous(self):
+        """True when the elements lie in row-major order without gaps."""
         return self._data.flags.c_contiguous
 
     def contiguous(self):
+        """This tensor if it is contiguous, else a contiguous copy (recorded like ``clone``)."""
         return self if self._data.flags.c_contiguous else self.clone()
 
     def item(self):
@@ -404,6 +426,7 @@ class Tensor:
         return self._data.item()
 
     def tolist(self):
+        """The values as nested Python lists (a Python number for a 0-D tensor)."""
         return self._data.tolist()
 
     def numpy(self, force=False):
@@ -487,21 +510,35 @@ class Tensor:
         return apply(OP_BY_NAME["_to_copy"], self, dtype=np.dtype(dtype))
 
     def type(self, dtype=None):
+        """The type name (``'torch.FloatTensor'``) without an argument, else a cast to
+        ``dtype`` (a dtype or such a name)."""
+        if dtype is None:
+            return "torch." + _TYPE_NAMES[self._data.dtype]
+        if isinstance(dtype, str):
+            names = {"torch." + v: k for k, v in _TYPE_NAMES.items()}
+            if dtype not in names:
+                raise ValueError(f"invalid type: '{dtype}'")
+            dtype = names[dtype]
         return self.to(dtype)
 
     def float(self):
+        """A float32 copy (this tensor if it is float32 already); differentiable."""
         return self.to(float32)
 
     def double(self):
+        """A float64 copy (this tensor if it is float64 already); differentiable."""
         return self.to(float64)
 
     def long(self):
+        """An int64 copy; the result does not require grad."""
         return self.to(int64)
 
     def int(self):
+        """An int32 copy; the result does not require grad."""
         return self.to(int32)
 
     def bool(self):
+        """A bool copy; the result does not require grad."""
         return self.to(bool_)
 
     # -- in-place ops (outside recording) -----------------------------------------------------
@@ -2248,7 +2285,8 @@ def _frontend(op):
             f = _unary_fast(op, first, f)
 
     f.__name__ = f.__qualname__ = op.name
-    f.__doc__ = f"torch.{op.name} (nautograd op {op.name}; backward {op.node_name})."
+    f.__doc__ = opdocs.docstring(op)
+    f.__signature__ = opdocs.signature(op)
     return f
 
 

@@ -463,6 +463,7 @@ mul = _binary_op(
     dunders=("__mul__", "__rmul__"),
     int_ok=True,
     lazy=(_binary_spec("mul", 3), mul_lazy),
+    doc="Elementwise product input * other, broadcast.",
 )
 div = _binary_op(
     "div",
@@ -475,6 +476,7 @@ div = _binary_op(
     dunders=("__truediv__", "__rtruediv__"),
     cases=[Case(c.shapes, low=0.3, high=2.0) for c in _BINARY_CASES],
     lazy=(_binary_spec("div", 3), div_lazy),
+    doc="Elementwise true division input / other, broadcast.",
 )
 
 
@@ -488,6 +490,10 @@ maximum = _binary_op(
     methods=("maximum",),
     int_ok=True,
     cases=_TENSOR_CASES,
+    doc=(
+        "Elementwise maximum of input and other, broadcast (at ties the gradient is "
+        "split evenly, as torch does)."
+    ),
 )
 minimum = _binary_op(
     "minimum",
@@ -498,6 +504,10 @@ minimum = _binary_op(
     methods=("minimum",),
     int_ok=True,
     cases=_TENSOR_CASES,
+    doc=(
+        "Elementwise minimum of input and other, broadcast (at ties the gradient is "
+        "split evenly, as torch does)."
+    ),
 )
 
 
@@ -619,6 +629,7 @@ add = defop(
     int_ok=True,
     cases=_BINARY_CASES + [Case(((3,), (3,)), {"alpha": 2.5})],
     lazy=(_binary_spec("add", 0, alpha=True), add_lazy),
+    doc="input + alpha * other, elementwise and broadcast.",
 )
 sub = defop(
     "sub",
@@ -632,6 +643,7 @@ sub = defop(
     int_ok=True,
     cases=_BINARY_CASES + [Case(((3,), (3,)), {"alpha": -0.5})],
     lazy=(_binary_spec("sub", 0, alpha=True), sub_lazy),
+    doc="input - alpha * other, elementwise and broadcast.",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -689,6 +701,7 @@ where = defop(
         Case(((3, 1), (4,)), {"condition": "mask(3, 4)"}),
         Case(((3, 4), 0.0), {"condition": "mask(4)"}),
     ],
+    doc="Elementwise selection: input where condition holds, else other.",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -765,13 +778,14 @@ clone = defop(
     methods=("clone",),
     int_ok=True,
     cases=[Case(((2, 3),))],
+    doc="A copy of input; the gradient passes through unchanged.",
 )
 
 # ---------------------------------------------------------------------------------------------
 # comparisons: bool results, no gradient
 
 
-def _cmp(name, f, dunder):
+def _cmp(name, f, dunder, **kw):
     def forward(x, y):
         binary_params(name, x.shape, y.shape)
         return f(x, y), (), (), ()
@@ -785,12 +799,13 @@ def _cmp(name, f, dunder):
         int_result=True,
         int_ok=True,
         cases=[Case(((3, 4), (4,))), Case(((3,), 0.5))],
+        **kw,
     )
 
 
-lt = _cmp("lt", np.less, "__lt__")
-le = _cmp("le", np.less_equal, "__le__")
-gt = _cmp("gt", np.greater, "__gt__")
-ge = _cmp("ge", np.greater_equal, "__ge__")
-eq = _cmp("eq", np.equal, "__eq__")
-ne = _cmp("ne", np.not_equal, "__ne__")
+lt = _cmp("lt", np.less, "__lt__", doc="Elementwise input < other, a bool tensor.")
+le = _cmp("le", np.less_equal, "__le__", doc="Elementwise input <= other, a bool tensor.")
+gt = _cmp("gt", np.greater, "__gt__", doc="Elementwise input > other, a bool tensor.")
+ge = _cmp("ge", np.greater_equal, "__ge__", doc="Elementwise input >= other, a bool tensor.")
+eq = _cmp("eq", np.equal, "__eq__", doc="Elementwise input == other, a bool tensor.")
+ne = _cmp("ne", np.not_equal, "__ne__", doc="Elementwise input != other, a bool tensor.")

@@ -130,16 +130,36 @@ def _huber_loss(apply, input, target, reduction="mean", delta=1.0):
     )
 
 
-mse_loss = defcomposite("mse_loss", _mse_loss, _PAIR, **_LOSS)
-l1_loss = defcomposite("l1_loss", _l1_loss, _PAIR, **_LOSS)
+mse_loss = defcomposite(
+    "mse_loss",
+    _mse_loss,
+    _PAIR,
+    **_LOSS,
+    doc="The squared error (input - target)^2, reduced by reduction.",
+)
+l1_loss = defcomposite(
+    "l1_loss",
+    _l1_loss,
+    _PAIR,
+    **_LOSS,
+    doc="The absolute error |input - target|, reduced by reduction.",
+)
 smooth_l1_loss = defcomposite(
     "smooth_l1_loss",
     _smooth_l1_loss,
     _PAIR + [Case(((6,), (6,)), {"beta": 0.5, "reduction": "none"})],
     **_LOSS,
+    doc="0.5 (x - y)^2 / beta where |x - y| < beta, else |x - y| - 0.5 beta, reduced by reduction.",
 )
 huber_loss = defcomposite(
-    "huber_loss", _huber_loss, _PAIR + [Case(((6,), (6,)), {"delta": 0.3})], **_LOSS
+    "huber_loss",
+    _huber_loss,
+    _PAIR + [Case(((6,), (6,)), {"delta": 0.3})],
+    **_LOSS,
+    doc=(
+        "0.5 (x - y)^2 where |x - y| < delta, else delta (|x - y| - 0.5 delta), "
+        "reduced by reduction."
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -251,6 +271,10 @@ nll_loss = defcomposite(
         Case(((3, 4),), {**_TARGETS, "weight": [0.5, 1.0, 2.0, 0.1]}),
     ],
     **_LOSS,
+    doc=(
+        "The negative log-likelihood -input[n, target[n]] (weighted), reduced by "
+        "reduction; input holds log-probabilities."
+    ),
 )
 cross_entropy = defcomposite(
     "cross_entropy",
@@ -263,6 +287,10 @@ cross_entropy = defcomposite(
         Case(((3, 4),), {"target": "probs(3, 4)", "label_smoothing": 0.1}),
     ],
     **_LOSS,
+    doc=(
+        "log_softmax over the class dimension followed by nll_loss; target holds "
+        "class indices or probabilities."
+    ),
 )
 
 
@@ -302,6 +330,10 @@ binary_cross_entropy = defcomposite(
         Case(((5,), (5,)), {"weight": "uniform(5)", "reduction": "sum"}, low=0.05, high=0.95),
     ],
     **_LOSS,
+    doc=(
+        "-(target log(input) + (1 - target) log(1 - input)), with the logarithms "
+        "clamped at -100 as torch, reduced by reduction."
+    ),
 )
 binary_cross_entropy_with_logits = defcomposite(
     "binary_cross_entropy_with_logits",
@@ -311,6 +343,10 @@ binary_cross_entropy_with_logits = defcomposite(
         Case(((2, 4), (2, 4)), {"pos_weight": "uniform(4)"}, low=-3, high=3),
     ],
     **_LOSS,
+    doc=(
+        "Binary cross-entropy of sigmoid(input) computed stably from the logits, "
+        "reduced by reduction."
+    ),
 )
 
 
@@ -337,6 +373,10 @@ kl_div = defcomposite(
         Case(((3, 4), (3, 4)), {"reduction": "sum", "log_target": True}),
     ],
     **_LOSS,
+    doc=(
+        "target (log(target) - input) pointwise (input holds log-probabilities), "
+        "reduced by reduction."
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -362,6 +402,7 @@ linear = defcomposite(
     _linear,
     [Case(((4, 3), (5, 3), (5,))), Case(((2, 4, 3), (5, 3))), Case(((3,), (2, 3), (2,)))],
     **_LOSS,
+    doc="input @ weight.T + bias.",
 )
 
 
@@ -381,6 +422,7 @@ dropout = defcomposite(
     _dropout,
     [Case(((3, 4),), {"training": False}), Case(((3, 4),), {"p": 0.0})],
     **_LOSS,
+    doc="Zeroes each entry with probability p and scales the rest by 1 / (1 - p) when training.",
 )
 
 
@@ -416,6 +458,10 @@ layer_norm = defcomposite(
         ),
     ],
     **_LOSS,
+    doc=(
+        "input normalised over its last dimensions (normalized_shape) to zero mean "
+        "and unit variance, then scaled by weight and shifted by bias."
+    ),
 )
 
 
@@ -482,6 +528,11 @@ batch_norm = defcomposite(
         ),
     ],
     **_LOSS,
+    doc=(
+        "input normalised per channel with the batch's statistics (training) or the "
+        "running ones, then scaled and shifted; running statistics are updated in "
+        "training."
+    ),
 )
 
 
@@ -520,7 +571,7 @@ def _weight_second(f, weight, input, **kw):
 
 embedding = defcomposite(
     "embedding",
-    lambda apply, input, weight, *args, **kw: _embedding(apply, input, weight, *args, **kw),
+    _embedding,
     [
         Case(((5, 3),), {"input": [[0, 2], [4, 2]]}, call=_weight_second),
         Case(
@@ -531,6 +582,16 @@ embedding = defcomposite(
         ),
     ],
     **_LOSS,
+    doc=(
+        "The rows of weight at the integer indices input.\n"
+        "input: (Tensor of int64) the indices.\n"
+        "weight: (Tensor) the embedding matrix, one row per index.\n"
+        "padding_idx: (int, optional) the row that receives no gradient.\n"
+        "max_norm: (float, optional) not supported (raises).\n"
+        "norm_type: (float) the norm of max_norm. Default: 2.\n"
+        "scale_grad_by_freq: (bool) not supported (raises when True).\n"
+        "sparse: (bool) not supported (raises when True)."
+    ),
 )
 
 
@@ -559,6 +620,10 @@ one_hot = defop(
         ),
         Case((), {"tensor": [[1], [3]]}, call=lambda f, tensor, **kw: f(tensor, **kw)),
     ],
+    doc=(
+        "Integer class indices as rows of zeros with a one at each index "
+        "(num_classes=-1: the largest index + 1)."
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -630,6 +695,7 @@ conv1d = defcomposite(
         Case(((1, 4, 9), (2, 2, 2)), {"stride": 2, "padding": 1, "dilation": 2, "groups": 2}),
     ],
     **_LOSS,
+    doc="The 1-D cross-correlation of input (N, C, L) with weight (out, C / groups, k), plus bias.",
 )
 conv2d = defcomposite(
     "conv2d",
@@ -642,6 +708,10 @@ conv2d = defcomposite(
         Case(((3, 5, 5), (2, 3, 3, 3)), {"padding": "same", "dilation": 2}),
     ],
     **_LOSS,
+    doc=(
+        "The 2-D cross-correlation of input (N, C, H, W) with weight (out, C / "
+        "groups, kh, kw), plus bias."
+    ),
 )
 
 
@@ -722,6 +792,7 @@ max_pool2d = defcomposite(
         Case(((3, 7, 6),), {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 1}),
     ],
     **_LOSS,
+    doc="The maximum over each kernel_size window of input (N, C, H, W).",
 )
 avg_pool2d = defcomposite(
     "avg_pool2d",
@@ -732,4 +803,5 @@ avg_pool2d = defcomposite(
         Case(((1, 2, 7, 6),), {"kernel_size": (3, 2), "padding": 1, "count_include_pad": False}),
     ],
     **_LOSS,
+    doc="The mean over each kernel_size window of input (N, C, H, W).",
 )

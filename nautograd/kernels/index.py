@@ -365,12 +365,17 @@ expand = _view_op(
     methods=("expand",),
     functions=(),
     cases=[Case(((3, 1),), {"size": (2, 3, 4)}), Case(((3, 1),), {"size": (-1, 5)})],
+    doc=(
+        "A view of input broadcast to size (-1 keeps a dimension); the gradient sums "
+        "over the broadcast dimensions."
+    ),
 )
 broadcast_to = _view_op(
     "broadcast_to",
     lambda x, size: _expand(x, (tuple(size),)),
     methods=("broadcast_to",),
     cases=[Case(((4,),), {"size": (3, 4)})],
+    doc="input broadcast to size, as expand.",
 )
 
 
@@ -388,6 +393,7 @@ flip = _view_op(
     _flip,
     methods=("flip",),
     cases=[Case(((3, 4),), {"dims": (0,)}), Case(((2, 3, 4),), {"dims": (-1, 0)})],
+    doc="input reversed along each of dims.",
 )
 
 
@@ -416,6 +422,7 @@ narrow = _view_op(
         Case(((5, 4),), {"dim": 0, "start": 1, "length": 3}),
         Case(((3, 6),), {"dim": -1, "start": -4, "length": 2}),
     ],
+    doc="The view input[..., start:start + length, ...] along dim.",
 )
 
 
@@ -437,6 +444,7 @@ diagonal = _view_op(
         Case(((4, 5),), {"offset": -2}),
         Case(((2, 3, 4),), {"offset": 1, "dim1": 2, "dim2": 0}),
     ],
+    doc="The diagonal of input with the given offset between dimensions dim1 and dim2, as a view.",
 )
 
 
@@ -462,6 +470,7 @@ movedim = _view_op(
         Case(((2, 3, 4),), {"source": 0, "destination": -1}),
         Case(((2, 3, 4),), {"source": (0, 1), "destination": (2, 0)}),
     ],
+    doc="input with dimension(s) source moved to position(s) destination.",
 )
 
 
@@ -491,6 +500,10 @@ unfold = _view_op(
         Case(((7,),), {"dimension": 0, "size": 3, "step": 2}),
         Case(((3, 6),), {"dimension": 1, "size": 2, "step": 1}),
     ],
+    doc=(
+        "Every slice of length size along dimension, taken every step elements, as a "
+        "new last dimension."
+    ),
 )
 
 
@@ -550,6 +563,7 @@ roll = _take_op(
     _roll,
     methods=("roll",),
     cases=[Case(((3, 4),), {"shifts": 2}), Case(((3, 4),), {"shifts": (1, -1), "dims": (0, 1)})],
+    doc="input rolled by shifts along dims (elements leaving one end re-enter at the other).",
 )
 
 
@@ -571,12 +585,14 @@ repeat = _take_op(
     methods=("repeat",),
     functions=(),
     cases=[Case(((2, 3),), {"repeats": (2, 1, 2)})],
+    doc="input tiled repeats times along each dimension.",
 )
 tile = _take_op(
     "tile",
     lambda p, dims: np.tile(p, tuple(dims)),
     methods=("tile",),
     cases=[Case(((2, 3),), {"dims": (2,)}), Case(((3,),), {"dims": (2, 2)})],
+    doc="input tiled dims times along each dimension (leading ones added as in torch.tile).",
 )
 
 
@@ -596,6 +612,7 @@ index_select = _take_op(
         Case(((4, 3),), {"dim": 0, "index": [3, 0, 3]}),
         Case(((4, 3),), {"dim": -1, "index": [2]}),
     ],
+    doc="The entries of input at positions index along dim.",
 )
 
 
@@ -624,6 +641,7 @@ gather = _take_op(
         Case(((3, 4),), {"dim": 1, "index": [[0, 0], [3, 1], [2, 2]]}),
         Case(((3, 4),), {"dim": 0, "index": [[2, 0, 1, 1]]}),
     ],
+    doc="``result[i][j] = input[index[i][j]][j]`` for dim=0, and likewise along any dim.",
 )
 
 
@@ -656,6 +674,7 @@ take_along_dim = _take_op(
         Case(((3, 4),), {"indices": [[0], [3], [1]], "dim": 1}),
         Case(((3, 4),), {"indices": [5, 0, 11]}),
     ],
+    doc="The entries of input at indices along dim (over the flattened input when dim is None).",
 )
 
 
@@ -681,6 +700,7 @@ masked_fill = _take_op(
         Case(((3, 4),), {"mask": "mask(3, 4)", "value": 0.5}),
         Case(((3, 4),), {"mask": "mask(4)", "value": -2.0}),
     ],
+    doc="input with value written where mask is True.",
 )
 
 
@@ -704,6 +724,10 @@ tril = _take_op(
     fill=_zero,
     methods=("tril",),
     cases=[Case(((4, 4),)), Case(((2, 3, 4),), {"diagonal": -1})],
+    doc=(
+        "The lower triangle of the last two dimensions of input (above the given "
+        "diagonal set to 0)."
+    ),
 )
 triu = _take_op(
     "triu",
@@ -711,6 +735,10 @@ triu = _take_op(
     fill=_zero,
     methods=("triu",),
     cases=[Case(((4, 4),)), Case(((3, 5),), {"diagonal": 2})],
+    doc=(
+        "The upper triangle of the last two dimensions of input (below the given "
+        "diagonal set to 0)."
+    ),
 )
 
 
@@ -735,6 +763,10 @@ diag = _take_op(
     fill=_zero,
     methods=("diag",),
     cases=[Case(((3,),)), Case(((3,),), {"diagonal": -1}), Case(((3, 4),), {"diagonal": 1})],
+    doc=(
+        "A 1-D input as the given diagonal of a square matrix, or the given diagonal "
+        "of a 2-D input."
+    ),
 )
 
 
@@ -773,6 +805,10 @@ pad = _take_op(
         Case(((3, 4),), {"pad": (1, 2)}),
         Case(((2, 3, 4),), {"pad": (0, 1, 2, -1), "value": 1.5}),
     ],
+    doc=(
+        "input padded by pad (pairs of before/after widths, last dimension first) "
+        "with value, or by reflection or replication (mode)."
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -849,6 +885,7 @@ scatter_add = defop(
         Case(((3, 4), (2, 4)), {"dim": 0, "index": [[0, 2, 2, 1], [2, 2, 0, 0]]}),
         Case(((3, 4), (3, 2)), {"dim": 1, "index": [[0, 0], [3, 1], [2, 2]]}),
     ],
+    doc="input with src added at index along dim (repeated positions accumulate).",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -959,16 +996,22 @@ split = defcomposite(
         Case(((5, 4),), {"split_size_or_sections": (1, 3), "dim": 1}),
     ],
     methods=("split",),
+    doc=(
+        "input cut along dim into pieces of split_size_or_sections elements (an int: "
+        "equal pieces, the last smaller; a list: those sizes), as views."
+    ),
 )
 chunk = defcomposite(
     "chunk",
     _chunk,
     [Case(((5, 4),), {"chunks": 2}), Case(((3, 7),), {"chunks": 3, "dim": -1})],
     methods=("chunk",),
+    doc="input cut along dim into chunks pieces of equal size (the last may be smaller), as views.",
 )
 unflatten = defcomposite(
     "unflatten",
     _unflatten,
     [Case(((2, 12),), {"dim": 1, "sizes": (3, -1)}), Case(((6,),), {"dim": 0, "sizes": (2, 3)})],
     methods=("unflatten",),
+    doc="input with dimension dim expanded into sizes.",
 )

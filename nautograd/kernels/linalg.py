@@ -286,6 +286,11 @@ matmul = defop(
     dunders=("__matmul__", "__rmatmul__"),
     cases=_CASES,
     lazy=(_matmul_spec("matmul"), matmul_lazy),
+    doc=(
+        "The matrix product of input and other with torch's rules for every rank: "
+        "vectors are promoted and removed again, leading dimensions broadcast as "
+        "batches."
+    ),
 )
 
 
@@ -343,6 +348,7 @@ mm = defop(
     methods=("mm",),
     cases=_CASES[:1],
     lazy=(_matmul_spec("mm", (2, 2)), matmul_lazy),
+    doc="The product of two matrices.",
 )
 bmm = defop(
     "bmm",
@@ -353,6 +359,7 @@ bmm = defop(
     int_ok=True,  # integer products stay integer (torch)
     methods=("bmm",),
     cases=[Case(((2, 3, 4), (2, 4, 5)))],
+    doc="The products of two batches of matrices, (b, n, m) @ (b, m, p).",
 )
 mv = defop(
     "mv",
@@ -364,6 +371,7 @@ mv = defop(
     methods=("mv",),
     cases=_CASES[2:3],
     lazy=(_matmul_spec("mv", (2, 1)), matmul_lazy),
+    doc="The product of a matrix and a vector.",
 )
 dot = defop(
     "dot",
@@ -375,6 +383,7 @@ dot = defop(
     methods=("dot",),
     cases=_CASES[3:4],
     lazy=(_matmul_spec("dot", (1, 1)), matmul_lazy),
+    doc="The inner product of two vectors.",
 )
 
 
@@ -497,6 +506,7 @@ outer = defop(
     methods=("outer", "ger"),
     functions=("outer", "ger"),
     cases=[Case(((3,), (4,)))],
+    doc="The outer product of two vectors, result[i, j] = input[i] * other[j].",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -650,6 +660,10 @@ inv = defop(
     linalg=("inv",),
     node_name="LinalgInvExBackward0",
     cases=_SQUARE_CASES,
+    doc=(
+        "The inverse of a square matrix (or of each matrix of a batch); the gradient "
+        "is -A^-T grad A^-T."
+    ),
 )
 det = defop(
     "det",
@@ -660,6 +674,7 @@ det = defop(
     linalg=("det",),
     node_name="LinalgDetBackward0",
     cases=_SQUARE_CASES,
+    doc="The determinant of a square matrix (or of each matrix of a batch).",
 )
 logabsdet = defop(
     "_logabsdet",
@@ -702,6 +717,10 @@ slogdet = defcomposite(
     [Case(((3, 3),), {"shift": "eye(3)"}, call=lambda f, a, shift: f(a + shift).logabsdet)],
     methods=("slogdet",),
     linalg=("slogdet",),
+    doc=(
+        "The sign and the log of the absolute value of the determinant, as the named "
+        "tuple (sign, logabsdet)."
+    ),
 )
 
 
@@ -728,6 +747,7 @@ cholesky = defop(
         Case(((3, 3),), {"shift": "eye(3)"}, call=_spd),
         Case(((2, 4, 4),), {"shift": "eye(4)"}, call=_spd),
     ],
+    doc="The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T.",
 )
 
 
@@ -798,6 +818,11 @@ solve = defop(
             ((2, 3, 3), (2, 3, 4)), {"shift": "eye(3)"}, call=lambda f, a, b, shift: f(a + shift, b)
         ),
     ],
+    tensor_names=("A", "B"),
+    doc=(
+        "The solution X of A X = B (left=True) or X A = B, by LU factorisation.\n"
+        "B: (Tensor) the right-hand side, a vector, a matrix or a batch of them."
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -951,6 +976,10 @@ einsum = defcomposite(
             call=lambda f, a, b, equation: f(equation, a, b),
         ),
     ],
+    doc=(
+        "The sum of products of operands given by the subscripts of equation, as "
+        "numpy.einsum (products run through BLAS)."
+    ),
 )
 
 
@@ -960,4 +989,10 @@ def _trace(apply, input):
     return apply(_sum, apply(_diagonal, input))
 
 
-trace = defcomposite("trace", _trace, [Case(((3, 3),)), Case(((3, 5),))], methods=("trace",))
+trace = defcomposite(
+    "trace",
+    _trace,
+    [Case(((3, 3),)), Case(((3, 5),))],
+    methods=("trace",),
+    doc="The sum of the diagonal of a matrix.",
+)

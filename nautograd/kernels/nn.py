@@ -289,6 +289,7 @@ softmax = defop(
     node_name="SoftmaxBackward0",
     cases=_CASES,
     lazy=(_softmax_spec(False), softmax_lazy),
+    doc="exp(input) / sum(exp(input)) along dim, computed without overflow.",
 )
 log_softmax = defop(
     "log_softmax",
@@ -300,6 +301,7 @@ log_softmax = defop(
     node_name="LogSoftmaxBackward0",
     cases=_CASES,
     lazy=(_softmax_spec(True), softmax_lazy),
+    doc="input - logsumexp(input) along dim.",
 )
 
 
@@ -355,6 +357,7 @@ logsumexp = defop(
         Case(((2, 3, 4),), {"dim": (0, 2), "keepdim": True}),
         Case(((5,),), {"dim": 0}),
     ],
+    doc="log(sum(exp(input))) over dim, computed without overflow.",
 )
 
 

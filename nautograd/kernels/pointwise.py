@@ -225,6 +225,7 @@ neg = unary(
     dunders=("__neg__",),
     methods=("neg", "negative"),
     int_ok=True,
+    doc="-input.",
 )
 abs_ = unary(
     "abs",
@@ -233,6 +234,7 @@ abs_ = unary(
     lazy=lambda x, p0, p1: abs(x),
     dunders=("__abs__",),
     int_ok=True,
+    doc="|input|; its derivative is sign(input) (0 at 0, as torch).",
 )
 sqrt = unary(
     "sqrt",
@@ -242,6 +244,7 @@ sqrt = unary(
     lazy=lambda x, p0, p1: np.sqrt(x),
     low=0.1,
     high=3.0,
+    doc="The square root of input; derivative 1 / (2 sqrt(x)).",
 )
 exp = unary(
     "exp",
@@ -250,6 +253,7 @@ exp = unary(
     saves="result",
     lazy=lambda x, p0, p1: _vmath.vexp(x),  # (as the eager forward's exp_into)
     into=True,
+    doc="e^input; derivative e^x.",
 )
 log = unary(
     "log",
@@ -258,6 +262,7 @@ log = unary(
     lazy=lambda x, p0, p1: np.log(x),
     low=0.1,
     high=3.0,
+    doc="The natural logarithm of input; derivative 1 / x.",
 )
 log1p = unary(
     "log1p",
@@ -266,6 +271,7 @@ log1p = unary(
     lazy=lambda x, p0, p1: np.log1p(x),
     low=-0.9,
     high=3.0,
+    doc="log(1 + input), exact for small input; derivative 1 / (1 + x).",
 )
 expm1 = unary(
     "expm1",
@@ -273,9 +279,22 @@ expm1 = unary(
     lambda x, r, p0, p1: r + 1.0,
     saves="result",
     lazy=lambda x, p0, p1: np.expm1(x),
+    doc="e^input - 1, exact for small input; derivative e^x.",
 )
-sin = unary("sin", np.sin, lambda x, r, p0, p1: m.cos(x), lazy=lambda x, p0, p1: np.sin(x))
-cos = unary("cos", np.cos, lambda x, r, p0, p1: -m.sin(x), lazy=lambda x, p0, p1: np.cos(x))
+sin = unary(
+    "sin",
+    np.sin,
+    lambda x, r, p0, p1: m.cos(x),
+    lazy=lambda x, p0, p1: np.sin(x),
+    doc="The sine of input; derivative cos(x).",
+)
+cos = unary(
+    "cos",
+    np.cos,
+    lambda x, r, p0, p1: -m.sin(x),
+    lazy=lambda x, p0, p1: np.cos(x),
+    doc="The cosine of input; derivative -sin(x).",
+)
 tanh = unary(
     "tanh",
     _vmath.tanh_into,
@@ -284,6 +303,7 @@ tanh = unary(
     lazy=lambda x, p0, p1: _vmath.vtanh(x),  # (as the eager forward's tanh_into)
     nn_functional=True,
     into=True,
+    doc="The hyperbolic tangent of input; derivative 1 - tanh(x)^2.",
 )
 sigmoid = unary(
     "sigmoid",
@@ -293,6 +313,7 @@ sigmoid = unary(
     lazy=lambda x, p0, p1: _sigmoid1(x),
     nn_functional=True,
     into=True,
+    doc="1 / (1 + e^-input); derivative s(x) (1 - s(x)).",
 )
 
 
@@ -347,6 +368,7 @@ relu = unary(
     lazy=lambda x, p0, p1: 0.0 if x <= 0.0 else x,  # (NaN passes through, as in torch)
     nn_functional=True,
     int_ok=True,
+    doc="max(input, 0); derivative 1 where x > 0, else 0.",
 )
 
 
@@ -400,6 +422,7 @@ softplus = unary(
         Case(((3, 4),), low=-25, high=25),
         Case(((5,),), {"beta": 2.0, "threshold": 3.0}, low=-4, high=4),
     ],
+    doc="log(1 + e^(beta x)) / beta, and x itself where beta x > threshold.",
 )
 
 
@@ -492,6 +515,10 @@ pow_ = _binary_op(
     dunders=("__pow__", "__rpow__"),
     node_name="PowBackward1",
     cases=[Case(c.shapes, low=0.3, high=2.0) for c in _BINARY_CASES],
+    doc=(
+        "input ** exponent; either may be a number. The derivative at 0 follows torch "
+        "(0 ** 0 has gradient 0)."
+    ),
 )
 
 
@@ -556,6 +583,10 @@ clamp = unary(
         Case(((6,),), {"min": 0.1}),
         Case(((6,),), {"max": 0.1}),
     ],
+    doc=(
+        "input limited to [min, max] (either bound may be None or a tensor); "
+        "derivative 1 inside the bounds, else 0."
+    ),
 )
 
 
@@ -572,6 +603,7 @@ reciprocal = unary(
     low=0.3,
     high=2.0,
     lazy=lambda x, p0, p1: 1.0 / x,
+    doc="1 / input; derivative -1 / x^2.",
 )
 rsqrt = unary(
     "rsqrt",
@@ -581,6 +613,7 @@ rsqrt = unary(
     low=0.2,
     high=3.0,
     lazy=lambda x, p0, p1: 1.0 / np.sqrt(x),
+    doc="1 / sqrt(input); derivative -1 / (2 x^1.5).",
 )
 
 
@@ -598,6 +631,7 @@ square = unary(
     int_ok=True,
     api=_square_api,
     lazy=lambda x, p0, p1: x * x,
+    doc="input * input; derivative 2x.",
 )
 exp2 = unary(
     "exp2",
@@ -605,6 +639,7 @@ exp2 = unary(
     lambda x, r, p0, p1: r * _LN2,
     saves="result",
     lazy=lambda x, p0, p1: np.exp2(x),
+    doc="2^input; derivative 2^x log 2.",
 )
 log2 = unary(
     "log2",
@@ -613,6 +648,7 @@ log2 = unary(
     low=0.2,
     high=3.0,
     lazy=lambda x, p0, p1: np.log2(x),
+    doc="The base-2 logarithm of input; derivative 1 / (x log 2).",
 )
 log10 = unary(
     "log10",
@@ -621,6 +657,7 @@ log10 = unary(
     low=0.2,
     high=3.0,
     lazy=lambda x, p0, p1: np.log10(x),
+    doc="The base-10 logarithm of input; derivative 1 / (x log 10).",
 )
 tan = unary(
     "tan",
@@ -630,6 +667,7 @@ tan = unary(
     low=-1.2,
     high=1.2,
     lazy=lambda x, p0, p1: np.tan(x),
+    doc="The tangent of input; derivative 1 + tan(x)^2.",
 )
 asin = unary(
     "asin",
@@ -639,6 +677,7 @@ asin = unary(
     high=0.9,
     **_arc("asin"),
     lazy=lambda x, p0, p1: np.arcsin(x),
+    doc="The inverse sine of input; derivative 1 / sqrt(1 - x^2).",
 )
 acos = unary(
     "acos",
@@ -648,6 +687,7 @@ acos = unary(
     high=0.9,
     **_arc("acos"),
     lazy=lambda x, p0, p1: np.arccos(x),
+    doc="The inverse cosine of input; derivative -1 / sqrt(1 - x^2).",
 )
 atan = unary(
     "atan",
@@ -655,15 +695,29 @@ atan = unary(
     lambda x, r, p0, p1: 1.0 / (1.0 + x * x),
     **_arc("atan"),
     lazy=lambda x, p0, p1: np.arctan(x),
+    doc="The inverse tangent of input; derivative 1 / (1 + x^2).",
 )
-sinh = unary("sinh", np.sinh, lambda x, r, p0, p1: m.cosh(x), lazy=lambda x, p0, p1: np.sinh(x))
-cosh = unary("cosh", np.cosh, lambda x, r, p0, p1: m.sinh(x), lazy=lambda x, p0, p1: np.cosh(x))
+sinh = unary(
+    "sinh",
+    np.sinh,
+    lambda x, r, p0, p1: m.cosh(x),
+    lazy=lambda x, p0, p1: np.sinh(x),
+    doc="The hyperbolic sine of input; derivative cosh(x).",
+)
+cosh = unary(
+    "cosh",
+    np.cosh,
+    lambda x, r, p0, p1: m.sinh(x),
+    lazy=lambda x, p0, p1: np.cosh(x),
+    doc="The hyperbolic cosine of input; derivative sinh(x).",
+)
 asinh = unary(
     "asinh",
     np.arcsinh,
     lambda x, r, p0, p1: m.rsqrt(x * x + 1.0),
     **_arc("asinh"),
     lazy=lambda x, p0, p1: np.arcsinh(x),
+    doc="The inverse hyperbolic sine of input; derivative 1 / sqrt(x^2 + 1).",
 )
 acosh = unary(
     "acosh",
@@ -673,6 +727,7 @@ acosh = unary(
     high=3.0,
     **_arc("acosh"),
     lazy=lambda x, p0, p1: np.arccosh(x),
+    doc="The inverse hyperbolic cosine of input; derivative 1 / sqrt(x^2 - 1).",
 )
 atanh = unary(
     "atanh",
@@ -682,6 +737,7 @@ atanh = unary(
     high=0.9,
     **_arc("atanh"),
     lazy=lambda x, p0, p1: np.arctanh(x),
+    doc="The inverse hyperbolic tangent of input; derivative 1 / (1 - x^2).",
 )
 erf = unary(
     "erf",
@@ -689,6 +745,7 @@ erf = unary(
     lambda x, r, p0, p1: _TWO_OVER_SQRT_PI * m.exp(-(x * x)),
     into=True,
     lazy=lambda x, p0, p1: _vmath.verf(x),
+    doc="The error function of input; derivative 2 / sqrt(pi) e^(-x^2).",
 )
 erfc = unary(
     "erfc",
@@ -696,6 +753,7 @@ erfc = unary(
     lambda x, r, p0, p1: -_TWO_OVER_SQRT_PI * m.exp(-(x * x)),
     into=True,
     lazy=lambda x, p0, p1: _vmath.verfc(x),
+    doc="1 - erf(input); derivative -2 / sqrt(pi) e^(-x^2).",
 )
 
 
@@ -733,6 +791,7 @@ gelu = unary(
     nn_functional=True,
     methods=(),
     cases=[Case(((3, 4),), low=-4, high=4), Case(((5,),), {"approximate": "tanh"}, low=-4, high=4)],
+    doc="x Phi(x), Phi the standard normal CDF (approximate='tanh': torch's tanh approximation).",
 )
 
 
@@ -751,6 +810,7 @@ silu = unary(
     high=4,
     into=True,
     lazy=lambda x, p0, p1: x * _sigmoid1(x),
+    doc="x * sigmoid(x).",
 )
 # alpha (exp(x) - 1) for x <= 0 (NaN: NaN, as torch's vectorised loop, which takes all but a
 # tensor's last few elements; its scalar loop gives 1 there)
@@ -763,6 +823,10 @@ elu = unary(
     methods=(),
     cases=[Case(((3, 4),)), Case(((6,),), {"alpha": 0.5})],
     lazy=lambda x, p0, p1: x if x > 0.0 else p0 * np.expm1(x),
+    doc=(
+        "x where x > 0, else alpha (e^x - 1).\n"
+        "alpha: (number) the limit -alpha approached as x -> -inf. Default: 1."
+    ),
 )
 leaky_relu = unary(
     "leaky_relu",
@@ -773,6 +837,7 @@ leaky_relu = unary(
     methods=(),
     cases=[Case(((3, 4),)), Case(((6,),), {"negative_slope": 0.2})],
     lazy=lambda x, p0, p1: x if x > 0.0 else x * p0,
+    doc="x where x > 0, else negative_slope * x.",
 )
 
 
@@ -797,6 +862,7 @@ hardtanh = unary(
     methods=(),
     cases=[Case(((3, 4),)), Case(((6,),), {"min_val": -0.5, "max_val": 1.5})],
     int_ok=True,
+    doc="input limited to [min_val, max_val].",
 )
 
 
@@ -812,13 +878,38 @@ nan_to_num = unary(
     params=lambda nan=0.0, posinf=None, neginf=None: (0.0, 0.0),
     cases=[Case(((3, 4),)), Case(((5,),), {"nan": 1.0, "posinf": 2.0, "neginf": -2.0})],
     int_ok=True,
+    doc=(
+        "input with NaN replaced by nan, +inf by posinf and -inf by neginf (the "
+        "dtype's largest finite values by default)."
+    ),
 )
 
 # piecewise-constant ops: zero gradient, as torch (integer inputs stay integer)
 _STEP = dict(saves=None, int_ok=True, low=-3.0, high=3.0)
-sign = unary("sign", np.sign, _zero_d, **_STEP, lazy=lambda x, p0, p1: np.sign(x))
-floor = unary("floor", np.floor, _zero_d, **_STEP, lazy=lambda x, p0, p1: np.floor(x))
-ceil = unary("ceil", np.ceil, _zero_d, **_STEP, lazy=lambda x, p0, p1: np.ceil(x))
+sign = unary(
+    "sign",
+    np.sign,
+    _zero_d,
+    **_STEP,
+    lazy=lambda x, p0, p1: np.sign(x),
+    doc="-1, 0 or 1 by the sign of input; zero gradient.",
+)
+floor = unary(
+    "floor",
+    np.floor,
+    _zero_d,
+    **_STEP,
+    lazy=lambda x, p0, p1: np.floor(x),
+    doc="The largest integer <= input; zero gradient.",
+)
+ceil = unary(
+    "ceil",
+    np.ceil,
+    _zero_d,
+    **_STEP,
+    lazy=lambda x, p0, p1: np.ceil(x),
+    doc="The smallest integer >= input; zero gradient.",
+)
 trunc = unary(
     "trunc",
     np.trunc,
@@ -827,6 +918,7 @@ trunc = unary(
     functions=("trunc", "fix"),
     **_STEP,
     lazy=lambda x, p0, p1: np.trunc(x),
+    doc="input rounded toward zero; zero gradient.",
 )
 round_ = unary(
     "round",
@@ -836,6 +928,7 @@ round_ = unary(
     saves=None,
     int_ok=True,
     cases=[Case(((3, 4),), low=-3, high=3), Case(((5,),), {"decimals": 2}, low=-3, high=3)],
+    doc="input rounded to decimals places, half to even; zero gradient.",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -928,6 +1021,7 @@ atan2 = _binary_op(
     methods=("atan2", "arctan2"),
     functions=("atan2", "arctan2"),
     cases=_TENSORS,
+    doc="The angle of the point (other, input), atan(input / other) in the right quadrant.",
 )
 logaddexp = _binary_op(
     "logaddexp",
@@ -936,6 +1030,7 @@ logaddexp = _binary_op(
     formula=broadcast_formula(lambda ctx, x, y: (ctx.ng.sigmoid(x - y), ctx.ng.sigmoid(y - x))),
     methods=("logaddexp",),
     cases=_TENSORS,
+    doc="log(e^input + e^other), computed without overflow.",
 )
 hypot = _binary_op(
     "hypot",
@@ -944,6 +1039,7 @@ hypot = _binary_op(
     formula=broadcast_formula(lambda ctx, x, y: (x / ctx.ng.hypot(x, y), y / ctx.ng.hypot(x, y))),
     methods=("hypot",),
     cases=_TENSORS,
+    doc="sqrt(input^2 + other^2), computed without overflow.",
 )
 # kinks of fmod/remainder (x a multiple of y) are avoided by the ranges
 fmod = _binary_op(
@@ -954,6 +1050,7 @@ fmod = _binary_op(
     methods=("fmod",),
     int_ok=True,
     cases=[Case(((3, 4), (4,)), low=0.6, high=1.9), Case(((3, 4), 0.7), low=-1.9, high=1.9)],
+    doc="The remainder of input / other with the sign of input (C's fmod).",
 )
 remainder = _binary_op(
     "remainder",
@@ -964,6 +1061,7 @@ remainder = _binary_op(
     dunders=("__mod__", "__rmod__"),
     int_ok=True,
     cases=[Case(((3, 4), (4,)), low=0.6, high=1.9), Case(((3, 4), 0.7), low=-1.9, high=1.9)],
+    doc="The remainder of input / other with the sign of other (Python's %).",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -1050,6 +1148,12 @@ lerp = _ternary_op(
     _p_lerp,
     formula=broadcast_formula(lambda ctx, x, end, w: (1.0 - w, w, end - x)),
     cases=_TERNARY_CASES + [Case(((3, 4), (3, 4), 0.3))],
+    tensor_names=("input", "end", "weight"),
+    doc=(
+        "Linear interpolation input + weight * (end - input).\n"
+        "end: (Tensor) the value reached at weight 1.\n"
+        "weight: (Tensor or number) the interpolation weight."
+    ),
 )
 
 
@@ -1068,6 +1172,10 @@ addcmul = _ternary_op(
     # (value: fp[0])
     formula=broadcast_formula(lambda ctx, x, t1, t2: (1.0, ctx.fp[0] * t2, ctx.fp[0] * t1)),
     cases=_TERNARY_CASES + [Case(((3,), (3,), (3,)), {"value": 0.5})],
+    doc=(
+        "input + value * tensor1 * tensor2.\n"
+        "value: (number) the multiplier of the product. Default: 1."
+    ),
 )
 addcdiv = _ternary_op(
     "addcdiv",
@@ -1078,6 +1186,10 @@ addcdiv = _ternary_op(
     ),
     cases=[Case(c.shapes, c.kwargs, low=0.5, high=2.0) for c in _TERNARY_CASES]
     + [Case(((3,), (3,), (3,)), {"value": -2.0}, low=0.5, high=2.0)],
+    doc=(
+        "input + value * tensor1 / tensor2.\n"
+        "value: (number) the multiplier of the quotient. Default: 1."
+    ),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -1096,13 +1208,24 @@ def _predicate(name, f, nin=1, **kw):
     return defop(name, forward, nin=nin, int_result=True, int_ok=True, cases=cases, **kw)
 
 
-isnan = _predicate("isnan", np.isnan)
-isinf = _predicate("isinf", np.isinf)
-isfinite = _predicate("isfinite", np.isfinite)
-isposinf = _predicate("isposinf", np.isposinf)
-isneginf = _predicate("isneginf", np.isneginf)
-signbit = _predicate("signbit", np.signbit)
-logical_not = _predicate("logical_not", np.logical_not)
-logical_and = _predicate("logical_and", np.logical_and, nin=2)
-logical_or = _predicate("logical_or", np.logical_or, nin=2)
-logical_xor = _predicate("logical_xor", np.logical_xor, nin=2)
+isnan = _predicate("isnan", np.isnan, doc="True where input is NaN.")
+isinf = _predicate("isinf", np.isinf, doc="True where input is +inf or -inf.")
+isfinite = _predicate("isfinite", np.isfinite, doc="True where input is neither NaN nor infinite.")
+isposinf = _predicate("isposinf", np.isposinf, doc="True where input is +inf.")
+isneginf = _predicate("isneginf", np.isneginf, doc="True where input is -inf.")
+signbit = _predicate(
+    "signbit", np.signbit, doc="True where the sign bit of input is set (-0.0 included)."
+)
+logical_not = _predicate("logical_not", np.logical_not, doc="True where input is zero.")
+logical_and = _predicate(
+    "logical_and", np.logical_and, nin=2, doc="True where both input and other are nonzero."
+)
+logical_or = _predicate(
+    "logical_or", np.logical_or, nin=2, doc="True where input or other is nonzero."
+)
+logical_xor = _predicate(
+    "logical_xor",
+    np.logical_xor,
+    nin=2,
+    doc="True where exactly one of input and other is nonzero.",
+)

@@ -309,6 +309,7 @@ sum_ = defop(
     cases=_CASES,
     int_ok=True,
     lazy=(_sum_spec(False), sum_lazy),
+    doc="The sum of input over dim (every element when dim is None).",
 )
 mean = defop(
     "mean",
@@ -317,6 +318,7 @@ mean = defop(
     methods=("mean",),
     cases=_CASES,
     lazy=(_sum_spec(True), sum_lazy),
+    doc="The mean of input over dim (every element when dim is None).",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -600,6 +602,10 @@ prod = _group_op(
         Case(((2, 3, 4),), {"dim": -2, "keepdim": True}),
         Case(((4, 3),), {"dim": 0}, low=0.5, high=1.5),
     ],
+    doc=(
+        "The product of input over dim (every element when dim is None); the gradient "
+        "is exact at zeros."
+    ),
 )
 
 
@@ -610,6 +616,7 @@ amax = _group_op(
     cases=_CASES + [Case(((3, 4),), {"dim": 1}, low=0, high=1.01)],
     all_dims=(),
     int_ok=True,
+    doc="The maximum of input over dim; ties share the gradient evenly.",
 )
 amin = _group_op(
     "amin",
@@ -618,6 +625,7 @@ amin = _group_op(
     cases=_CASES,
     all_dims=(),
     int_ok=True,
+    doc="The minimum of input over dim; ties share the gradient evenly.",
 )
 
 
@@ -642,12 +650,22 @@ var = _group_op(
     _var,
     lambda correction=None, unbiased=None: (VAR, _correction(correction, unbiased)),
     cases=_CASES + [Case(((5,),), {"correction": 0})],
+    doc=(
+        "The variance of input over dim, with Bessel's correction by default.\n"
+        "correction: (int) the sample count minus the divisor (default 1; "
+        "unbiased=False means 0)."
+    ),
 )
 std = _group_op(
     "std",
     lambda xg, correction=None, unbiased=None: np.sqrt(_var(xg, correction, unbiased)),
     lambda correction=None, unbiased=None: (STD, _correction(correction, unbiased)),
     cases=_CASES + [Case(((5,),), {"correction": 2})],
+    doc=(
+        "The standard deviation of input over dim, with Bessel's correction by default.\n"
+        "correction: (int) the sample count minus the divisor (default 1; "
+        "unbiased=False means 0)."
+    ),
 )
 
 
@@ -695,6 +713,7 @@ vector_norm = _group_op(
         Case(((3, 4),), {"ord": -math.inf}),
         Case(((2, 3, 4),), {"ord": 0.5, "dim": (0, 2)}, low=0.2, high=2.0),
     ],
+    doc="The ord-norm of input over dim, the whole tensor flattened when dim is None.",
 )
 
 
@@ -714,6 +733,7 @@ norm = defop(
     methods=("norm",),
     node_name="NormBackward1",
     cases=[Case(((3, 4),)), Case(((3, 4),), {"p": 1, "dim": 1}), Case(((3, 4),), {"p": 4.0})],
+    doc="The p-norm of input (Frobenius by default) over dim.",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -964,6 +984,7 @@ cumsum = _scan_op(
     CUMSUM,
     cases=[Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": 0}), Case(((),), {"dim": 0})],
     int_ok=True,
+    doc="The running sum of input along dim.",
 )
 cumprod = _scan_op(
     "cumprod",
@@ -974,19 +995,21 @@ cumprod = _scan_op(
         Case(((2, 3, 4),), {"dim": -2}),
     ],
     int_ok=True,
+    doc="The running product of input along dim.",
 )
 logcumsumexp = _scan_op(
     "logcumsumexp",
     _logcumsumexp,
     LOGCUMSUMEXP,
     cases=[Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": 0}, low=-30, high=30)],
+    doc="log(cumsum(exp(input))) along dim, computed without overflow.",
 )
 
 # ---------------------------------------------------------------------------------------------
 # no gradient: argmax/argmin, count_nonzero, all/any
 
 
-def _arg(name, f):
+def _arg(name, f, **kw):
     def forward(x, dim=None, keepdim=False):
         if x.size == 0:
             raise RuntimeError(
@@ -1011,14 +1034,29 @@ def _arg(name, f):
             Case(((3, 4),), {"dim": 1}),
             Case(((2, 3, 4),), {"dim": -1, "keepdim": True}),
         ],
+        **kw,
     )
 
 
-argmax = _arg("argmax", np.argmax)
-argmin = _arg("argmin", np.argmin)
+argmax = _arg(
+    "argmax",
+    np.argmax,
+    doc=(
+        "The index of the first maximum of input over dim (of the flattened input "
+        "when dim is None)."
+    ),
+)
+argmin = _arg(
+    "argmin",
+    np.argmin,
+    doc=(
+        "The index of the first minimum of input over dim (of the flattened input "
+        "when dim is None)."
+    ),
+)
 
 
-def _declare_extreme(name, f, code, argop, binary):
+def _declare_extreme(name, f, code, argop, binary, **kw):
     op = defop(
         name,
         _whole(name, f, code),
@@ -1027,16 +1065,37 @@ def _declare_extreme(name, f, code, argop, binary):
         node_name=f"{name.capitalize()}Backward1",
         cases=[Case(((3, 4),)), Case(((5,),), low=0, high=1.01)],
         int_ok=True,
+        **kw,
     )
     op.api = _extreme_api(name, op, argop, binary)
     return op
 
 
-max_ = _declare_extreme("max", lambda xg: np.max(xg, axis=1), AMAX, argmax, maximum)
-min_ = _declare_extreme("min", lambda xg: np.min(xg, axis=1), AMIN, argmin, minimum)
+max_ = _declare_extreme(
+    "max",
+    lambda xg: np.max(xg, axis=1),
+    AMAX,
+    argmax,
+    maximum,
+    doc=(
+        "The maximum of input; with dim, the named tuple (values, indices) over dim. "
+        "The gradient goes to the selected entries."
+    ),
+)
+min_ = _declare_extreme(
+    "min",
+    lambda xg: np.min(xg, axis=1),
+    AMIN,
+    argmin,
+    minimum,
+    doc=(
+        "The minimum of input; with dim, the named tuple (values, indices) over dim. "
+        "The gradient goes to the selected entries."
+    ),
+)
 
 
-def _test_reduction(name, f):
+def _test_reduction(name, f, **kw):
     def forward(x, dim=None, keepdim=False):
         dims, out_shape, _ = _reduce_params(name, x.shape, dim, keepdim)
         result = np.asarray(f(x, axis=dims, keepdims=keepdim)).reshape(out_shape)
@@ -1054,6 +1113,7 @@ def _test_reduction(name, f):
             Case(((3, 4),), {"dim": 1}, low=-0.2, high=1),
             Case(((2, 3, 4),), {"dim": (0, 2), "keepdim": True}, low=-0.1, high=1),
         ],
+        **kw,
     )
 
 
@@ -1069,6 +1129,7 @@ count_nonzero = defop(
     int_result=True,
     int_ok=True,
     cases=[Case(((3, 4),), low=-0.5, high=1), Case(((3, 4),), {"dim": 1}, low=-0.5, high=1)],
+    doc="The number of nonzero entries of input over dim.",
 )
-all_ = _test_reduction("all", np.all)
-any_ = _test_reduction("any", np.any)
+all_ = _test_reduction("all", np.all, doc="True where every entry of input over dim is nonzero.")
+any_ = _test_reduction("any", np.any, doc="True where some entry of input over dim is nonzero.")

@@ -75,6 +75,11 @@ class Op:
     # saved values, as the eager forward saves them: bit j input j, bit 16 + j output j.
     lazy: object = None
     library: bool = False  # declared by a user (nautograd.library): no cases, no public names
+    # the public function's docstring: a sentence of maths, then optional lines "name: text"
+    # describing arguments that the shared glossary (ARGUMENTS) does not describe or that
+    # mean something else for this op
+    doc: str = ""
+    tensor_names: tuple = None  # torch's names of the tensor arguments, when not the usual
 
 
 _FAMILY_FORMULAS = {}  # id of a shared backward kernel -> the create_graph formula of its ops

@@ -47,6 +47,10 @@ reshape = defop(
     api=lambda apply, input, *shape: apply(reshape, input, shape=shape),
     methods=("reshape",),
     cases=[Case(((3, 4),), {"shape": (2, 6)}), Case(((3, 4),), {"shape": (-1,)})],
+    doc=(
+        "input with a new shape of the same number of elements (-1 infers one "
+        "dimension); a view when possible."
+    ),
 )
 view_ = defop(
     "view",
@@ -58,6 +62,9 @@ view_ = defop(
     methods=("view",),
     functions=(),
     cases=[Case(((3, 4),), {"shape": (4, 3)})],
+    doc=(
+        "A view of input with a new shape of the same number of elements (-1 infers one dimension)."
+    ),
 )
 
 
@@ -79,6 +86,7 @@ flatten = defop(
     node_name="ViewBackward0",
     methods=("flatten",),
     cases=[Case(((2, 3, 4),)), Case(((2, 3, 4),), {"start_dim": 1})],
+    doc="input with dimensions start_dim to end_dim merged into one.",
 )
 
 
@@ -94,6 +102,7 @@ unsqueeze = defop(
     int_ok=True,
     methods=("unsqueeze",),
     cases=[Case(((3, 4),), {"dim": 1}), Case(((3,),), {"dim": -1})],
+    doc="A view of input with a dimension of size 1 inserted at dim.",
 )
 
 
@@ -115,6 +124,7 @@ squeeze = defop(
     int_ok=True,
     methods=("squeeze",),
     cases=[Case(((3, 1, 4, 1),)), Case(((3, 1, 4),), {"dim": 1}), Case(((3, 4),), {"dim": 0})],
+    doc="A view of input without its dimensions of size 1 (only dim when given).",
 )
 
 
@@ -170,6 +180,7 @@ permute = defop(
     api=lambda apply, input, *dims: apply(permute, input, dims=dims),
     methods=("permute",),
     cases=[Case(((2, 3, 4),), {"dims": (2, 0, 1)})],
+    doc="A view of input with its dimensions in the order dims.",
 )
 
 
@@ -193,6 +204,7 @@ transpose = defop(
     methods=("transpose", "swapaxes"),
     functions=("transpose", "swapaxes"),
     cases=[Case(((3, 4),), {"dim0": 0, "dim1": 1}), Case(((2, 3, 4),), {"dim0": -1, "dim1": 0})],
+    doc="A view of input with dimensions dim0 and dim1 swapped.",
 )
 
 
@@ -212,6 +224,7 @@ t = defop(
     node_name="TBackward0",
     methods=("t",),
     cases=[Case(((3, 4),)), Case(((3,),))],
+    doc="The transpose of a matrix (a 0-D or 1-D input is returned as it is).",
 )
 
 
@@ -336,6 +349,7 @@ cat = defop(
     int_ok=True,
     functions=("cat", "concat", "concatenate"),
     cases=[Case(((2, 3), (4, 3))), Case(((2, 3), (2, 1), (2, 2)), {"dim": 1})],
+    doc="tensors joined along the existing dimension dim.",
 )
 stack = defop(
     "stack",
@@ -346,6 +360,7 @@ stack = defop(
     int_ok=True,
     cases=[Case(((2, 3), (2, 3))), Case(((3,), (3,), (3,)), {"dim": 1}), Case(((), ()))],
     lazy=(_stack_spec, stack_lazy),
+    doc="tensors joined along a new dimension dim.",
 )
 
 
@@ -414,6 +429,7 @@ unbind = defop(
     methods=("unbind",),
     cases=[Case(((3, 4),)), Case(((3, 4),), {"dim": 1}), Case(((4,),))],
     lazy=(_unbind_spec, unbind_lazy),
+    doc="The slices of input along dim, as a tuple of views.",
 )
 
 
@@ -461,4 +477,5 @@ select = defop(
     int_ok=True,
     methods=("select",),
     cases=[Case(((3, 4),), {"dim": 0, "index": 1}), Case(((3, 4),), {"dim": 1, "index": -1})],
+    doc="The view input[..., index, ...] along dim (the dimension removed).",
 )
