@@ -82,21 +82,25 @@ def from_numpy(a):
 
 
 def zeros(*size, dtype=None, device=None, requires_grad=False):
+    """A tensor of the given size filled with zeros."""
     _device.check(device, "zeros()")
     return _leaf(np.zeros(_shape(size), _dt(dtype)), requires_grad)
 
 
 def ones(*size, dtype=None, device=None, requires_grad=False):
+    """A tensor of the given size filled with ones."""
     _device.check(device, "ones()")
     return _leaf(np.ones(_shape(size), _dt(dtype)), requires_grad)
 
 
 def empty(*size, dtype=None, device=None, requires_grad=False):
+    """A tensor of the given size whose values are not initialised."""
     _device.check(device, "empty()")
     return _leaf(np.empty(_shape(size), _dt(dtype)), requires_grad)
 
 
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
+    """A tensor of the given size filled with ``fill_value``."""
     _device.check(device, "full()")
     if dtype is None:
         dtype = (
@@ -115,30 +119,35 @@ def _like(x, dtype):
 
 
 def zeros_like(input, dtype=None, device=None, requires_grad=False):
+    """A tensor of ``input``'s shape filled with zeros."""
     _device.check(device, "zeros_like()")
     shape, dt = _like(input, dtype)
     return _leaf(np.zeros(shape, dt), requires_grad)
 
 
 def ones_like(input, dtype=None, device=None, requires_grad=False):
+    """A tensor of ``input``'s shape filled with ones."""
     _device.check(device, "ones_like()")
     shape, dt = _like(input, dtype)
     return _leaf(np.ones(shape, dt), requires_grad)
 
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False):
+    """A tensor of ``input``'s shape filled with ``fill_value``."""
     _device.check(device, "full_like()")
     shape, dt = _like(input, dtype)
     return _leaf(np.full(shape, fill_value, dt), requires_grad)
 
 
 def empty_like(input, dtype=None, device=None, requires_grad=False):
+    """An uninitialised tensor of ``input``'s shape (and dtype unless given)."""
     _device.check(device, "empty_like()")
     shape, dt = _like(input, dtype)
     return _leaf(np.empty(shape, dt), requires_grad)
 
 
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
+    """Values from ``start`` to ``end`` (excluded) every ``step``, as torch.arange."""
     _device.check(device, "arange()")
     if end is None:
         start, end = 0, start
@@ -149,28 +158,33 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
+    """``steps`` values evenly spaced from ``start`` to ``end`` inclusive."""
     _device.check(device, "linspace()")
     return _leaf(np.linspace(start, end, int(steps), dtype=_dt(dtype)), requires_grad)
 
 
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
+    """The ``n`` x ``m`` identity matrix (``m`` defaults to ``n``)."""
     _device.check(device, "eye()")
     return _leaf(np.eye(n, m, dtype=_dt(dtype)), requires_grad)
 
 
 def rand(*size, dtype=None, device=None, requires_grad=False):
+    """Uniform samples on [0, 1) of the given size (seeded by ``manual_seed``)."""
     _device.check(device, "rand()")
     dt = _dt(dtype)
     return _leaf(generator().random(_shape(size)).astype(dt), requires_grad and dt in _GRAD_DTYPES)
 
 
 def randn(*size, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples of the given size (seeded by ``manual_seed``)."""
     _device.check(device, "randn()")
     dt = _dt(dtype)
     return _leaf(generator().standard_normal(_shape(size)).astype(dt), requires_grad)
 
 
 def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
+    """Integers uniform on [``low``, ``high``) of the given size."""
     _device.check(device, "randint()")
     if high is None:
         low, high = 0, low

@@ -13,6 +13,7 @@ def device_count():
 
 
 def is_initialized():
+    """False: this is a CPU build."""
     return False
 
 
@@ -25,4 +26,5 @@ def manual_seed_all(seed):
 
 
 def synchronize(device=None):
+    """Raises torch's error for a build without CUDA."""
     raise AssertionError("Torch not compiled with CUDA enabled")

@@ -40,4 +40,6 @@ __all__ = [
     "gradgradcheck",
     "GradcheckError",
     "Variable",
+    "functional",
+    "graph",
 ]

@@ -68,6 +68,7 @@ class FunctionCtx:
 
     @property
     def saved_variables(self):
+        """The deprecated name of ``saved_tensors``."""
         warnings.warn("'saved_variables' is deprecated; use 'saved_tensors'", DeprecationWarning, 2)
         return self.saved_tensors
 
@@ -260,16 +261,22 @@ class Function(metaclass=FunctionMeta):
 
     @staticmethod
     def forward(*args, **kwargs):
+        """The computation: ``forward(ctx, *args)``, or ``forward(*args)`` with ``setup_context``.
+        Runs with gradient recording off."""
         raise NotImplementedError(
             "You must implement the forward function for custom autograd.Function."
         )
 
     @staticmethod
     def setup_context(ctx, inputs, output):
+        """``setup_context(ctx, inputs, output)``: save what backward needs when forward does not
+        take ``ctx``."""
         raise NotImplementedError("setup_context is not implemented.")
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        """``backward(ctx, *grads)``: one gradient (or None) per input of forward, given the
+        gradient of each output."""
         raise NotImplementedError(
             "You must implement either the backward or vjp method for your custom "
             "autograd.Function to use it with backward mode AD."
@@ -279,6 +286,7 @@ class Function(metaclass=FunctionMeta):
 
     @staticmethod
     def jvp(ctx, *grad_inputs):
+        """The forward-mode rule (not supported yet: nautograd has no forward-mode AD)."""
         raise NotImplementedError(
             "You must implement the jvp function for custom autograd.Function to use it with "
             "forward mode AD."

@@ -17,6 +17,7 @@ def _set(mode):
 
 
 def is_inference_mode_enabled():
+    """True inside ``inference_mode()``."""
     return _state.inference
 
 
@@ -126,6 +127,7 @@ class set_grad_enabled(_DecoratorContextManager):
         _set(self.prev)
 
     def clone(self):
+        """A new context manager of the same mode."""
         return self.__class__(self.mode)
 
 
@@ -152,4 +154,5 @@ class inference_mode(_DecoratorContextManager):
         _state.inference = self.prev_inf
 
     def clone(self):
+        """A new context manager of the same mode."""
         return self.__class__(self.mode)

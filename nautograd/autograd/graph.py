@@ -6,6 +6,8 @@ import threading
 from ..graph.tape import ACC, OP_ACCUMULATE_GRAD
 from ..kernels import OPS
 
+__all__ = ["Node", "register_multi_grad_hook", "increment_version"]
+
 
 def make_node(tape, node):
     """The ``grad_fn`` object of tape row ``node``: a ``<Function>Backward`` object for a
@@ -46,10 +48,13 @@ class Node:
         return self._tape.h2node[self._h]
 
     def name(self):
+        """The node's class name, as torch names it (``MulBackward0``)."""
         return node_name(self._tape, self._node)
 
     @property
     def next_functions(self):
+        """One ``(node, input_nr)`` pair per input: the node its gradient goes to (None for an
+        input without a gradient)."""
         tape, i = self._tape, self._node
         out = []
         for e in range(tape.edge_ptr[i], tape.edge_ptr[i + 1]):
@@ -59,6 +64,7 @@ class Node:
 
     @property
     def variable(self):
+        """The leaf tensor of an ``AccumulateGrad`` node."""
         if not self._tape.flags[self._node] & ACC:
             raise AttributeError("only AccumulateGrad nodes have a variable")
         return self._tape.obj[self._node]()
@@ -91,6 +97,7 @@ class PyNode(Node):
     __slots__ = ()
 
     def name(self):
+        """The custom Function's class name followed by ``Backward``."""
         return type(self).__name__  # <Function>Backward, as the ctx's class
 
     def __getattr__(self, name):

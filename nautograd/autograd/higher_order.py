@@ -3,7 +3,7 @@
 Each op's compiled backward kernel computes numbers only; under ``create_graph`` the engine
 instead calls the op's *formula* (``Op.formula``, declared next to its kernel in
 ``kernels/*.py``): the same derivative written with nautograd ops, so the gradients it
-returns are themselves recorded and can be differentiated again (DESIGN.md step 7).
+returns are themselves recorded and can be differentiated again.
 
 The walk is Python, in heap order: node ids are sequence numbers and every edge points to a
 smaller id, so visiting the reachable nodes by descending id runs each node after all of its

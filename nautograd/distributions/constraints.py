@@ -10,6 +10,7 @@ class Constraint:
     event_dim = 0
 
     def check(self, value):
+        """A bool tensor: where ``value`` satisfies the constraint."""
         raise NotImplementedError
 
     def __repr__(self):

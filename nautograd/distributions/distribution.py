@@ -48,26 +48,32 @@ class Distribution:
 
     @property
     def batch_shape(self):
+        """The shape over which parameters are batched."""
         return self._batch_shape
 
     @property
     def event_shape(self):
+        """The shape of a single sample."""
         return self._event_shape
 
     @property
     def mean(self):
+        """The mean of the distribution."""
         raise NotImplementedError
 
     @property
     def mode(self):
+        """The mode of the distribution."""
         raise NotImplementedError(f"{self.__class__} does not implement mode")
 
     @property
     def variance(self):
+        """The variance of the distribution."""
         raise NotImplementedError
 
     @property
     def stddev(self):
+        """The standard deviation of the distribution."""
         return self.variance.sqrt()
 
     def sample(self, sample_shape=Size()):
@@ -80,21 +86,27 @@ class Distribution:
         raise NotImplementedError
 
     def sample_n(self, n):
+        """``n`` samples (deprecated in torch: use ``sample((n,))``)."""
         return self.sample(Size((n,)))
 
     def log_prob(self, value):
+        """The log of the probability density (or mass) at ``value``."""
         raise NotImplementedError
 
     def cdf(self, value):
+        """The cumulative distribution function at ``value``."""
         raise NotImplementedError
 
     def icdf(self, value):
+        """The inverse cumulative distribution function at ``value``."""
         raise NotImplementedError
 
     def entropy(self):
+        """The entropy, over batch_shape."""
         raise NotImplementedError
 
     def perplexity(self):
+        """exp(entropy)."""
         return self.entropy().exp()
 
     def _extended_shape(self, sample_shape=Size()):

@@ -71,13 +71,13 @@ class Normal(Distribution):
         return 0.5 + 0.5 * math.log(2 * math.pi) + self.scale.log()
 
 
-def _lazy_matrix(name, compute):
+def _lazy_matrix(name, compute, doc):
     def get(self):
         if name not in self.__dict__:
             self.__dict__[name] = compute(self)
         return self.__dict__[name]
 
-    return property(get)
+    return property(get, doc=doc)
 
 
 class MultivariateNormal(Distribution):
@@ -143,15 +143,19 @@ class MultivariateNormal(Distribution):
     scale_tril = _lazy_matrix(
         "scale_tril",
         lambda self: self._unbroadcasted_scale_tril.expand(*self._batch_shape, -1, -1),
+        "The lower Cholesky factor of the covariance matrix.",
     )
     covariance_matrix = _lazy_matrix(
         "covariance_matrix",
         lambda self: (
             self._unbroadcasted_scale_tril @ self._unbroadcasted_scale_tril.transpose(-1, -2)
         ).expand(*self._batch_shape, -1, -1),
+        "The covariance matrix.",
     )
     precision_matrix = _lazy_matrix(
-        "precision_matrix", lambda self: linalg.inv(self.covariance_matrix)
+        "precision_matrix",
+        lambda self: linalg.inv(self.covariance_matrix),
+        "The inverse of the covariance matrix.",
     )
 
     @property
@@ -213,6 +217,7 @@ class Uniform(Distribution):
 
     @property
     def support(self):
+        """The constraint the values satisfy."""
         low, high = self.low._data, self.high._data
         return constraints.interval(
             low.item() if low.size == 1 else low, high.item() if high.size == 1 else high
@@ -329,6 +334,8 @@ class Bernoulli(Distribution):
         return bce(self.logits, self.probs, reduction="none")
 
     def enumerate_support(self, expand=True):
+        """Every value of the support along a new first dimension (``expand=True``: broadcast over
+        batch_shape)."""
         values = _wrap(np.arange(2, dtype=np.dtype(self.probs.dtype))).reshape(
             2, *([1] * len(self._batch_shape))
         )
@@ -365,10 +372,12 @@ class Categorical(Distribution):
 
     @property
     def support(self):
+        """The constraint the values satisfy."""
         return constraints.integer_interval(0, self._num_events - 1)
 
     @property
     def param_shape(self):
+        """The shape of ``probs`` (and of ``logits``)."""
         return (self.probs if "probs" in self.__dict__ else self.logits).shape
 
     @property
@@ -410,6 +419,8 @@ class Categorical(Distribution):
         return -(logits * self.probs).sum(-1)
 
     def enumerate_support(self, expand=True):
+        """Every value of the support along a new first dimension (``expand=True``: broadcast over
+        batch_shape)."""
         values = _wrap(np.arange(self._num_events, dtype=np.int64)).reshape(
             -1, *([1] * len(self._batch_shape))
         )
@@ -439,10 +450,12 @@ class Independent(Distribution):
 
     @property
     def has_rsample(self):
+        """True when the base distribution has ``rsample``."""
         return self.base_dist.has_rsample
 
     @property
     def support(self):
+        """The constraint the values satisfy."""
         return self.base_dist.support
 
     @property

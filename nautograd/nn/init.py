@@ -6,6 +6,22 @@ import numpy as np
 
 from ..autograd.grad_mode import no_grad
 
+__all__ = [
+    "calculate_gain",
+    "uniform_",
+    "normal_",
+    "trunc_normal_",
+    "constant_",
+    "ones_",
+    "zeros_",
+    "eye_",
+    "xavier_uniform_",
+    "xavier_normal_",
+    "kaiming_uniform_",
+    "kaiming_normal_",
+    "orthogonal_",
+]
+
 
 def calculate_gain(nonlinearity, param=None):
     """The recommended gain for ``nonlinearity`` (torch's table)."""

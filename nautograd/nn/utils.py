@@ -4,6 +4,13 @@ import numpy as np
 
 from ..tensor import Tensor, _wrap
 
+__all__ = [
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "parameters_to_vector",
+    "vector_to_parameters",
+]
+
 
 def _params(parameters):
     return [parameters] if isinstance(parameters, Tensor) else list(parameters)

@@ -45,6 +45,7 @@ class LRScheduler:
         self.step()
 
     def get_lr(self):
+        """The learning rate of each parameter group for the current epoch."""
         raise NotImplementedError
 
     def get_last_lr(self):
@@ -78,6 +79,7 @@ class LRScheduler:
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict):
+        """Restore the scheduler from ``state_dict()``."""
         self.__dict__.update(state_dict)
 
     def _lrs(self):
@@ -318,13 +320,17 @@ class ReduceLROnPlateau:
 
     @property
     def in_cooldown(self):
+        """True while the cooldown after a reduction lasts."""
         return self.cooldown_counter > 0
 
     def get_last_lr(self):
+        """The learning rates set by the last ``step``."""
         return self._last_lr
 
     def state_dict(self):
+        """The scheduler's state, without the optimizer."""
         return {k: v for k, v in self.__dict__.items() if k != "optimizer"}
 
     def load_state_dict(self, state_dict):
+        """Restore the scheduler from ``state_dict()``."""
         self.__dict__.update(state_dict)

@@ -51,6 +51,7 @@ class Linear(Module):
         self.reset_parameters()
 
     def reset_parameters(self):
+        """Draw weight and bias again as torch initialises them (Kaiming uniform)."""
         reset_weight_and_bias(self.weight, self.bias, self.in_features)
 
     def forward(self, input):

@@ -66,6 +66,7 @@ class Module:
         setattr_(self, "_forward_pre_hooks", [])
 
     def forward(self, *input):
+        """The module's computation; subclasses define it and are called as ``module(*args)``."""
         raise NotImplementedError(
             f'Module [{type(self).__name__}] is missing the required "forward" function'
         )
