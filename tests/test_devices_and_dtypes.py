@@ -186,3 +186,13 @@ def test_view_as_and_the_legacy_variable_match_torch():
     assert not isinstance(np.ones(1), ng.autograd.Variable)
     with pytest.raises(TypeError, match="Variable data has to be a tensor, but got int"):
         ng.autograd.Variable(3)
+
+
+def test_tensor_type_without_argument_returns_torch_type_name():
+    for name in ("float32", "float64", "float16", "int64", "int32", "int16", "int8", "uint8"):
+        x, t = ng.zeros(2, dtype=getattr(ng, name)), torch.zeros(2, dtype=getattr(torch, name))
+        assert x.type() == t.type()
+    assert ng.zeros(2, dtype=ng.bool).type() == torch.zeros(2, dtype=torch.bool).type()
+    assert ng.zeros(2).type("torch.FloatTensor").dtype == ng.float32
+    with pytest.raises(ValueError, match=r"invalid type: 'torch.Foo'"):
+        ng.zeros(2).type("torch.Foo")

@@ -89,3 +89,31 @@ def test_dp_sgd_with_per_sample_gradients_learns():
     assert last < 0.3 * first
     assert accuracy > 0.9
     assert clipped[0] == 1.0 and min(clipped) < 0.5  # clipping acts, then gradients shrink
+
+
+ROOT = os.path.dirname(EXAMPLES)
+
+
+def _python_blocks(path):
+    import re
+
+    with open(os.path.join(ROOT, path)) as fh:
+        return re.findall(r"```python\n(.*?)```", fh.read(), re.S)
+
+
+@pytest.mark.parametrize(
+    "path", ["README.md", "docs/index.md", "docs/getting-started.md", "docs/guide/porting.md"]
+)
+def test_the_code_in_the_readme_and_the_docs_runs(path):
+    for block in _python_blocks(path):
+        exec(compile(block, path, "exec"), {"print": lambda *a, **k: None})
+
+
+def test_the_readme_speaks_of_the_project_not_of_its_history():
+    import re
+
+    with open(os.path.join(ROOT, "README.md")) as fh:
+        text = fh.read()
+    assert not re.search(r"\b[0-9a-f]{7,40}\b", text), "a commit id"
+    for word in ("session", "dry run", "DESIGN", "round of", "yesterday", "diary"):
+        assert word.lower() not in text.lower(), word

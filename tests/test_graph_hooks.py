@@ -135,3 +135,22 @@ def test_increment_version_makes_saved_values_stale(lib):
     assert a._version == 1
     with pytest.raises(RuntimeError, match="modified by an inplace operation"):
         y.sum().backward()
+
+
+def test_variable_execution_engine_queue_callback_runs_after_accumulation_as_torch():
+    def run(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        seen = []
+
+        def hook(grad):
+            engine = lib.autograd.Variable._execution_engine
+            engine.queue_callback(lambda: seen.append(x.grad.clone()))
+            return grad
+
+        x.register_hook(hook)
+        (x * x).sum().backward()
+        return [s.tolist() for s in seen]
+
+    assert run(ng) == run(torch) == [[2.0, 4.0]]
+    with pytest.raises(RuntimeError, match="Final callbacks can only be installed during"):
+        ng.autograd.Variable._execution_engine.queue_callback(lambda: None)

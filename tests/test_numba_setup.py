@@ -133,3 +133,22 @@ def test_matmul_through_scipys_blas_matches_torch_in_a_new_process():
         rtol, atol = (1e-4, 1e-3) if dt == torch.float32 else (1e-12, 1e-10)
         for a, b in ((result, ref), (gx, ref_gx), (gy, ref_gy)):
             np.testing.assert_allclose(np.array(a), b.detach().numpy(), rtol=rtol, atol=atol)
+
+
+def test_numba_pedantic_ir_warnings_from_nautograd_kernels_are_not_shown():
+    # in a new process: pytest installs warning filters of its own around each test
+    code = """
+import warnings
+from numba.core.errors import NumbaIRAssumptionWarning
+import nautograd
+
+def emitted(module):
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.warn_explicit(NumbaIRAssumptionWarning("not in scope"),
+                               NumbaIRAssumptionWarning, "kernel.py", 1, module=module)
+    return len(seen)
+
+print(emitted("nautograd.kernels._jit"), emitted("someone_elses_module"))
+"""
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert run.stdout.split() == ["0", "1"], run.stdout + run.stderr
