@@ -45,6 +45,7 @@ from .creation import (  # noqa: E402
     full_like,
     get_default_dtype,
     is_floating_point,
+    is_inference,
     is_tensor,
     isclose,
     linspace,

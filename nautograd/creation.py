@@ -7,7 +7,16 @@ import numpy as np
 
 from . import _device
 from ._random import generator, manual_seed  # noqa: F401  (manual_seed is public)
-from .tensor import _GRAD_DTYPES, DEFAULT_FLOAT, Tensor, _expose, _wrap
+from .tensor import (
+    _GRAD_DTYPES,
+    _INFERENCE,
+    _INFERENCE_MADE,
+    DEFAULT_FLOAT,
+    Tensor,
+    _expose,
+    _grad_state,
+    _wrap,
+)
 
 
 def set_default_dtype(d):
@@ -40,6 +49,9 @@ def _shape(size):
 
 def _leaf(a, requires_grad):
     t = _wrap(a)
+    if _grad_state.inference:
+        t._vc = _INFERENCE  # (an inference tensor: made under inference_mode)
+        _INFERENCE_MADE[0] = True
     if requires_grad:
         t.requires_grad = True
     return t
@@ -70,6 +82,15 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 as_tensor = tensor
+
+
+def is_inference(input):
+    """True for a tensor made under ``inference_mode`` (as ``Tensor.is_inference``)."""
+    if not isinstance(input, Tensor):
+        raise TypeError(
+            f"is_inference(): argument 'input' must be Tensor, not {type(input).__name__}"
+        )
+    return input.is_inference()
 
 
 def from_numpy(a):

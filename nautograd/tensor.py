@@ -21,6 +21,7 @@ from .autograd.grad_mode import is_grad_enabled
 from .graph.tape import (
     ANOMALY,
     IN_PLACE_CHANGES,
+    PY,
     SMALL,
     address_of,
     current_tape,
@@ -60,6 +61,33 @@ _NAMES = {
     uint8: "uint8",
     bool_: "bool",
 }
+
+
+class _NoVersionCounter(list):
+    """The version counter of every inference tensor (made under ``inference_mode``): torch
+    keeps none for them, so reading one raises, and an in-place op on one outside the mode
+    or saving one for backward raises torch's error (``Tensor._check_inference``)."""
+
+
+_INFERENCE = _NoVersionCounter([0])
+_INFERENCE_INPLACE = (
+    "Inplace update to inference tensor outside InferenceMode is not allowed.You can make a "
+    "clone to get a normal tensor before doing inplace update.See "
+    "https://github.com/pytorch/rfcs/pull/17 for more details."
+)
+_INFERENCE_VIEW_INPLACE = (
+    "A view was created in inference mode and is being modified inplace in normal mode. "
+    "Given that this use case is ambiguous and error-prone, it is forbidden. You can clarify "
+    "your code by moving both the view and the inplace either both inside the inference_mode "
+    "block (if you don't want the inplace to be tracked) or both outside (if you want the "
+    "inplace to be tracked)."
+)
+INFERENCE_SAVED = (
+    "Inference tensors cannot be saved for backward. Please do not use Tensors created in "
+    "inference mode in computation tracked by autograd. To work around this, you can make a "
+    "clone to get a normal tensor and use it in autograd, or use `torch.no_grad()` instead of "
+    "`torch.inference_mode()`."
+)
 # Tensor.type()'s legacy names
 _TYPE_NAMES = {
     float32: "FloatTensor",
@@ -120,11 +148,13 @@ class Tensor:
     _retains = False
     _hooks = None
     _post_hooks = None  # register_post_accumulate_grad_hook's hooks
+    _acc_hooks = None  # {"pre": [...], "post": [...]}: hooks of the leaf's AccumulateGrad node
     _is_param = False  # an nn.Parameter (nn/parameter.py): only its repr and isinstance differ
     # a recorded view's base (the first tensor of its chain of views), and a non-leaf base's
     # views (weak references): in-place ops rewrite both (autograd/inplace.py)
     _view_base = None
     _views = None
+    _inference_view = False  # a view made under inference_mode of a tensor requiring grad
     __array_priority__ = 1000
     __array_ufunc__ = None  # numpy operators defer to Tensor's reflected methods
 
@@ -178,6 +208,11 @@ class Tensor:
             return
         if value and self._data.dtype not in _GRAD_DTYPES:
             raise RuntimeError("only Tensors of floating point dtype can require gradients")
+        if value and self._vc is _INFERENCE and not _grad_state.inference:
+            raise RuntimeError(
+                "Setting requires_grad=True on inference tensor outside InferenceMode is not "
+                "allowed."
+            )
         if not value and self._acc_tape is not None:
             _drop_accumulators(self)
         self._rg = value
@@ -270,7 +305,13 @@ class Tensor:
 
     @property
     def _version(self):
+        if self._vc is _INFERENCE:
+            raise RuntimeError("Inference tensors do not track version counter.")
         return self._vc[0] if self._vc is not None else 0
+
+    def is_inference(self):
+        """True for a tensor made under ``inference_mode`` (an inference tensor)."""
+        return self._vc is _INFERENCE
 
     def _bump(self):
         if self._vc is None:
@@ -589,11 +630,23 @@ class Tensor:
     def _check_inplace(self, *operands):
         """Whether an in-place op on self with ``operands`` must be recorded (see
         autograd/inplace.py); raises torch's error for a leaf that requires grad."""
+        if self._vc is _INFERENCE or self._inference_view:
+            self._check_inference()
         if not _grad_state.enabled:
             return False
         if self._rg or any(isinstance(y, Tensor) and y._rg for y in operands):
             return _inplace().recording(self, operands)
         return False
+
+    def _check_inference(self):
+        """Torch's errors for an in-place op outside ``inference_mode`` on an inference
+        tensor, or on a view of a tensor requiring grad made inside it."""
+        if _grad_state.inference:
+            return
+        if self._vc is _INFERENCE:
+            raise RuntimeError(_INFERENCE_INPLACE)
+        if self._inference_view:
+            raise RuntimeError(_INFERENCE_VIEW_INPLACE)
 
     def _inplace(self, f, other, name, compute, reads_self=None):
         """``f(self, other)`` in place (a numpy ufunc) when nothing is recorded, else the
@@ -1133,10 +1186,15 @@ def _run(op, args, arrays, dt, rg, kwargs):
         if multi:
             outs = tuple([_wrap(np.asarray(r)) for r in result])
             _share_versions(outs, args, arrays)
+            if _grad_state.inference:
+                for t in outs:
+                    _made_in_inference_mode(t, args)
             return outs
         t = _wrap(result if type(result) is np.ndarray else np.asarray(result))
         if t._data.base is not None or t._data is arrays[0]:
             _share_version(t, args)
+        if _grad_state.inference:
+            _made_in_inference_mode(t, args)
         return t
     tape = current_tape()
     k = len(args)
@@ -1150,6 +1208,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
         or tape.n - tape.nflushed >= 256
     ):
         tape.reserve(k + 1)
+    if saved and _INFERENCE_MADE[0]:  # (after reserve: an open deferred batch has run)
+        _check_saved_inference(args, saved)
     _edges_into(tape, args, op.name, tape._en, tape._ei)
     # what a create_graph formula needs besides the saved values (autograd/higher_order.py):
     # the input shapes (one shape for one input: no tuple to build), kwargs if any, and the
@@ -1195,6 +1255,8 @@ def _run(op, args, arrays, dt, rg, kwargs):
                     _register_view(t, x)
         if saved:
             _note_versions(tape, node, args, saved, wrapped)
+            if SAVED_HOOKS_OPEN[0]:
+                _pack_saved(tape, node, args, saved, wrapped)
         return tuple(wrapped)
     if type(result) is not np.ndarray:
         result = np.asarray(result)
@@ -1223,7 +1285,86 @@ def _run(op, args, arrays, dt, rg, kwargs):
             _register_view(t, x)
     if saved:
         _note_versions(tape, node, args, saved, (t,))
+        if SAVED_HOOKS_OPEN[0]:
+            _pack_saved(tape, node, args, saved, (t,))
     return t
+
+
+def _pack_saved(tape, node, args, saved, outs):
+    """Under ``saved_tensors_hooks``: give each tensor the node saved (an input's or an
+    output's value; not numbers, nor arrays the forward derived) to the pack hook, and keep
+    what it returns in the node's hooks entry ("packed") instead of the value. The node
+    becomes a Python node: backward unpacks before it runs (autograd/engine.py)."""
+    from .autograd.graph import PACK_MODIFIED, call_pack, current_saved_hooks
+
+    hooks = current_saved_hooks()
+    if hooks is None:
+        return
+    pack, unpack = hooks
+    tape.flush()
+    s0 = int(tape.saved_ptr[node])
+    packed = []
+    for j, a in enumerate(saved):
+        t = next((x for x in args if type(x) is Tensor and x._data is a), None)
+        if t is None:
+            t = next((x for x in outs if x._data is a), None)
+            if t is None:
+                continue
+            t = t.detach()  # (an output is given without its grad_fn, as torch's)
+        version = t._vc[0] if t._vc is not None else 0
+        value = call_pack(pack, t)
+        if (t._vc[0] if t._vc is not None else 0) != version:
+            raise RuntimeError(PACK_MODIFIED)
+        packed.append((j, s0 + j, value, unpack, a.shape, a.dtype))
+    if not packed:
+        return
+    tape.hooks.setdefault(node, {})["packed"] = packed
+    tape.flags[node] |= PY
+    # the tape lets go of what it kept by address (the unpacked tensors take its place) and
+    # the version entries keep only shapes, for their error messages
+    if tape.obj[node] is not None:
+        kept = list(tape.obj[node])
+        by_address = [j for j in range(len(saved)) if tape.saved_off[s0 + j] < 0]
+        for j, *_ in packed:
+            if j in by_address:
+                kept[by_address.index(j)] = None
+                tape.saved_addr[s0 + j] = 0
+        tape.obj[node] = tuple(kept)
+    entries = tape.versions.get(node)
+    if entries:
+        gone = {id(saved[j]) for j, *_ in packed}
+        tape.versions[node] = [
+            (vc, v, np.broadcast_to(np.zeros((), a.dtype), a.shape) if id(a) in gone else a)
+            for vc, v, a in entries
+        ]
+
+
+# saved_tensors_hooks contexts open in all threads (autograd/graph.py): recorded ops pack
+# their saved tensors only while one is
+SAVED_HOOKS_OPEN = [0]
+_INFERENCE_MADE = [False]  # (an inference tensor was ever made: recorded ops then check)
+
+
+def _check_saved_inference(args, saved):
+    """Torch's error for an op that would save an inference tensor, raised before anything
+    is recorded."""
+    for x in args:
+        if type(x) is Tensor and x._vc is _INFERENCE:
+            a = x._data
+            for s in saved:
+                if s is a or (s.base is not None and s.base is _owner(a)):
+                    raise RuntimeError(INFERENCE_SAVED)
+
+
+def _made_in_inference_mode(t, args):
+    """Mark ``t``, made under ``inference_mode``: an inference tensor, unless it is a view of
+    a normal tensor (it keeps that tensor's counter; if that tensor requires grad, an in-place
+    op on the view outside the mode raises)."""
+    if t._vc is None:
+        t._vc = _INFERENCE
+        _INFERENCE_MADE[0] = True
+    elif t._vc is not _INFERENCE and any(type(x) is Tensor and x._rg for x in args):
+        t._inference_view = True
 
 
 def _canonical(a):
@@ -2123,8 +2264,8 @@ def _import_new(tape, b, x, saved):
         return -1
     a = x._data
     m = a.size
-    if a.dtype is not float64 or m > DEFER_MAX:
-        return -1
+    if a.dtype is not float64 or m > DEFER_MAX or x._vc is _INFERENCE:
+        return -1  # (an inference tensor: the eager path raises if the op saves it)
     if not rg:
         node = -1
         nr = 0
@@ -2172,11 +2313,13 @@ def _import_new(tape, b, x, saved):
 
 def _importable(tape, x):
     """Whether tensor ``x`` may enter ``tape``'s batch: a float64 tensor of at most DEFER_MAX
-    elements, not recorded on another thread's tape (the eager path raises for those)."""
+    elements, not recorded on another thread's tape (the eager path raises for those), not an
+    inference tensor."""
     if x._rg and x._h >= 0 and x._tape is not tape:
         return False
     a = x._data
-    return a.dtype is float64 and a.size <= DEFER_MAX
+    # (an inference tensor runs eagerly, where saving it raises torch's error)
+    return a.dtype is float64 and a.size <= DEFER_MAX and x._vc is not _INFERENCE
 
 
 def _reuse(tape, b, x, saved, seen):

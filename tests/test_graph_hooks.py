@@ -154,3 +154,241 @@ def test_variable_execution_engine_queue_callback_runs_after_accumulation_as_tor
     assert run(ng) == run(torch) == [[2.0, 4.0]]
     with pytest.raises(RuntimeError, match="Final callbacks can only be installed during"):
         ng.autograd.Variable._execution_engine.queue_callback(lambda: None)
+
+
+# --- Node.register_prehook / Node.register_hook ----------------------------------------------
+
+
+def _hook_order(lib, mode):
+    log = []
+    a = lib.tensor([1.0, 2.0], requires_grad=True)
+    b = a.clone()
+    c = b * 3
+    b.register_hook(lambda g: log.append("tensor_pre_b"))
+    a.register_hook(lambda g: log.append("tensor_pre_a"))
+    b.grad_fn.register_prehook(lambda go: log.append("pre(b)"))
+    b.grad_fn.register_hook(lambda gi, go: log.append("post(b)"))
+    acc = b.grad_fn.next_functions[0][0]
+    acc.register_prehook(lambda go: log.append("acc_pre"))
+    acc.register_hook(lambda gi, go: log.append(("acc_post", len(gi), [g.tolist() for g in go])))
+    a.register_post_accumulate_grad_hook(lambda p: log.append("post_acc"))
+    loss = c.sum()
+    if mode == "backward":
+        loss.backward()
+    elif mode == "grad(b)":
+        lib.autograd.grad(loss, [b])
+    elif mode == "grad(a)":
+        lib.autograd.grad(loss, [a])
+    elif mode == "backward(inputs=[b])":
+        loss.backward(inputs=[b])
+    elif mode == "create_graph":
+        loss.backward(create_graph=True)
+    return log
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+@pytest.mark.parametrize(
+    "mode", ["backward", "grad(b)", "grad(a)", "backward(inputs=[b])", "create_graph"]
+)
+def test_tensor_node_and_accumulate_grad_hooks_fire_in_torch_order(mode):
+    assert _hook_order(ng, mode) == _hook_order(torch, mode)
+
+
+@pytest.mark.filterwarnings("ignore:Using backward\\(\\) with create_graph=True")
+@pytest.mark.parametrize("create_graph", [False, True])
+@pytest.mark.parametrize("n", [3, 5000])
+def test_node_prehook_and_posthook_see_and_replace_gradients_as_torch(create_graph, n):
+    def run(lib):
+        log = []
+        x = lib.tensor(np.linspace(0.1, 1.0, n), requires_grad=True)
+        w = lib.tensor(np.full(n, 2.0), requires_grad=True)
+        y = (x * w).exp()
+        y.grad_fn.register_prehook(lambda go: log.append(("pre", [g.sum().item() for g in go])))
+        y.grad_fn.register_hook(
+            lambda gi, go: log.append(("post", [g.sum().item() for g in gi], len(go)))
+        )
+        m = y.grad_fn.next_functions[0][0]
+        m.register_hook(lambda gi, go: tuple(None if g is None else g * 10 for g in gi))
+        m.register_prehook(lambda go: (go[0] * 2,))
+        y.sum().backward(create_graph=create_graph)
+        return log, x.grad.detach().numpy(), w.grad.detach().numpy()
+
+    (log, gx, gw), (tlog, tgx, tgw) = run(ng), run(torch)
+    assert [entry[0] for entry in log] == [entry[0] for entry in tlog]
+    np.testing.assert_allclose(log[0][1], tlog[0][1])
+    np.testing.assert_allclose(log[1][1], tlog[1][1])
+    np.testing.assert_allclose(gx, tgx, rtol=1e-12)
+    np.testing.assert_allclose(gw, tgw, rtol=1e-12)
+
+
+def test_node_posthook_gets_none_for_an_input_that_needs_no_gradient():
+    def run(lib):
+        seen = []
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * lib.tensor([3.0, 4.0])
+        y.grad_fn.register_hook(lambda gi, go: seen.append([g is None for g in gi]))
+        y.sum().backward()
+        return seen, len(y.grad_fn.next_functions)
+
+    assert run(ng) == run(torch)
+
+
+def test_node_posthook_accumulates_with_other_consumers():
+    # x feeds two products; a hook on one scales only that one's contribution
+    def run(lib):
+        x = lib.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        h = x * 1.0
+        a = h * 2.0
+        b = h * 5.0
+        a.grad_fn.register_hook(lambda gi, go: (gi[0] * 100, None))
+        (a.sum() + b.sum()).backward()
+        return x.grad.tolist()
+
+    assert run(ng) == run(torch)
+
+
+@pytest.mark.parametrize(
+    "hook, kind",
+    [
+        (lambda *args: 1, "post"),
+        (lambda *args: 1, "pre"),
+        (lambda gi, go: (gi[0], gi[0]), "post"),
+        (lambda go: (go[0], go[0]), "pre"),
+        (lambda gi, go: (gi[0][:1],), "post"),
+        (lambda go: (go[0][:1],), "pre"),
+    ],
+)
+def test_node_hook_returning_a_wrong_value_raises_torch_error(hook, kind):
+    def run(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x.exp()
+        getattr(y.grad_fn, "register_hook" if kind == "post" else "register_prehook")(hook)
+        try:
+            y.sum().backward()
+        except (RuntimeError, TypeError) as e:
+            return type(e).__name__, str(e).replace("<lambda>", "hook")
+        return None
+
+    assert run(ng) == run(torch) is not None
+
+
+def test_node_hook_replacing_a_none_gradient_raises_torch_error():
+    def run(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 3
+        y.grad_fn.register_hook(lambda gi, go: (gi[0], gi[0]))
+        try:
+            y.sum().backward()
+        except RuntimeError as e:
+            return str(e)
+
+    assert run(ng) == run(torch) == "can't replace a None gradient with a non-None value"
+
+
+def test_node_hook_handle_removes_it():
+    x = ng.tensor([1.0, 2.0], requires_grad=True)
+    y = x.exp()
+    seen = []
+    handle = y.grad_fn.register_hook(lambda gi, go: seen.append(1))
+    pre = y.grad_fn.register_prehook(lambda go: seen.append(2))
+    handle.remove()
+    pre.remove()
+    y.sum().backward()
+    assert seen == []
+    np.testing.assert_allclose(x.grad.numpy(), np.exp([1.0, 2.0]))
+
+
+def test_accumulate_grad_prehook_replaces_what_is_accumulated():
+    def run(lib):
+        x = lib.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 3
+        acc = y.grad_fn.next_functions[0][0]
+        acc.register_prehook(lambda go: (go[0] + 1,))
+        y.sum().backward()
+        return x.grad.tolist()
+
+    assert run(ng) == run(torch) == [4.0, 4.0]
+
+
+def test_custom_function_node_posthook_sees_and_replaces_its_gradients():
+    def run(lib):
+        class Square(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x * x
+
+            @staticmethod
+            def backward(ctx, grad):
+                (x,) = ctx.saved_tensors
+                return 2 * x * grad
+
+        seen = []
+        x = lib.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        y = Square.apply(x)
+
+        def hook(gi, go):
+            seen.append(([g.tolist() for g in gi], [g.tolist() for g in go]))
+            return (gi[0] * 2,)
+
+        y.grad_fn.register_hook(hook)
+        y.sum().backward()
+        return seen, x.grad.tolist()
+
+    assert run(ng) == run(torch)
+
+
+# --- GradientEdge -----------------------------------------------------------------------------
+
+
+def test_gradient_edges_as_roots_and_inputs_match_torch():
+    def run(lib):
+        G = lib.autograd.graph
+        f64 = lib.float64
+
+        def t(values):
+            return lib.tensor(values, dtype=f64, requires_grad=True)
+
+        out = []
+        x = t([1.0, 2.0])
+        y = x * 2
+        z = y.exp()
+        e, ex = G.get_gradient_edge(y), G.get_gradient_edge(x)
+        out.append((type(e).__name__, e.output_nr, e.node.name(), ex.node.name()))
+        out.append([g.tolist() for g in lib.autograd.grad(z.sum(), e, retain_graph=True)])
+        out.append([g.tolist() for g in lib.autograd.grad(z.sum(), (e, ex), retain_graph=True)])
+        with pytest.raises(RuntimeError) as info:
+            G.get_gradient_edge(lib.ones(2))
+        out.append(str(info.value))
+        lib.autograd.backward(G.get_gradient_edge((x * 3).sum()), lib.tensor(1.0, dtype=f64))
+        out.append(x.grad.tolist())
+        with pytest.raises(RuntimeError) as info:
+            lib.autograd.backward(G.get_gradient_edge(x * 4))
+        out.append(str(info.value))
+        lib.autograd.backward(G.get_gradient_edge((x * 4).sum()))  # implicit: a scalar edge
+        out.append(x.grad.tolist())
+        m = t([[1.0, 2.0], [3.0, 4.0]])
+        lib.autograd.backward(G.get_gradient_edge(m.tanh()), lib.ones(2, 2, dtype=f64))
+        out.append(np.round(m.grad.numpy(), 12).tolist())
+        return out
+
+    assert run(ng) == run(torch)
+
+
+def test_gradient_edge_is_a_fixed_position_across_inplace_changes_and_outlives_its_tensor():
+    def run(lib):
+        G = lib.autograd.graph
+        a = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        b = a * 1
+        old = G.get_gradient_edge(b)
+        b *= 2
+        grads = lib.autograd.grad((b * b).sum(), (old, b))
+        p = lib.tensor([1.0, 2.0], dtype=lib.float64, requires_grad=True)
+        q = p.exp()
+        eq = G.get_gradient_edge(q)
+        r = (q * q).sum()
+        del q
+        (gq,) = lib.autograd.grad(r, eq)
+        return [g.tolist() for g in grads], np.round(gq.numpy(), 12).tolist()
+
+    assert run(ng) == run(torch)

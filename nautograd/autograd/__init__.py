@@ -14,8 +14,10 @@ from .grad_mode import (
     inference_mode,
     is_grad_enabled,
     is_inference_mode_enabled,
+    is_multithreading_enabled,
     no_grad,
     set_grad_enabled,
+    set_multithreading_enabled,
 )
 from .gradcheck import GradcheckError, gradcheck, gradgradcheck
 from .variable import Variable
@@ -40,6 +42,8 @@ __all__ = [
     "gradgradcheck",
     "GradcheckError",
     "Variable",
+    "set_multithreading_enabled",
+    "is_multithreading_enabled",
     "functional",
     "graph",
 ]

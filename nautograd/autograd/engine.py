@@ -11,7 +11,16 @@ import numpy as np
 
 from .._threads import get_num_threads, run_parts
 from ..graph import scheduler
-from ..graph.tape import ACC, ANOMALY, F32, IN_PLACE_CHANGES, PY, RELEASED, address_of
+from ..graph.tape import (
+    ACC,
+    ANOMALY,
+    F32,
+    HAS_SAVED,
+    IN_PLACE_CHANGES,
+    PY,
+    RELEASED,
+    address_of,
+)
 from ..kernels.registry import compiling, kernel_table, load_kernels
 from ..tensor import Tensor, _wrap
 from . import higher_order
@@ -19,6 +28,7 @@ from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import prepare
 from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
+from .graph import GradientEdge, edge_tensor, unpack_checked
 
 # scratch for the gi of a node handed back to run in parts: nodes of up to 16 inputs
 _PEND = 2 * 16 + 3
@@ -28,13 +38,16 @@ _FEW = 16
 
 
 def _as_tuple(x):
+    """Tensors (or GradientEdges, as the tensors that stand for them) as a tuple."""
     if x is None:
         return None
     if isinstance(x, Tensor):
         return (x,)
+    if isinstance(x, GradientEdge):
+        return (edge_tensor(x),)
     if isinstance(x, dict):
-        return tuple(x.values())
-    return tuple(x)
+        x = x.values()
+    return tuple(edge_tensor(t) if isinstance(t, GradientEdge) else t for t in x)
 
 
 # A leaf of at least this many elements whose .grad is None gets its gradient buffer as an
@@ -66,7 +79,9 @@ def _node_name(tape, node):
     return OPS[op - 1].node_name if op > 0 else "a Python node"
 
 
-def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks=None):
+def _execute(
+    roots, grads, retain_graph, targets, own_leaves=False, before_hooks=None, run_targets=False
+):
     """Run the scheduler.
 
     ``before_hooks``: a dict that receives, for every grad() target whose node runs and has
@@ -75,7 +90,9 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
     Returns (tape, state, buf_off, G64, G32, target edges, (tails, leaves, own, undefined),
     owned): the gradient arenas stay valid until the caller gives them back with
     ``tape.release_grad_arenas(owned)``. With ``own_leaves``, big leaves without a ``.grad``
-    get buffers of their own: ``own`` maps their node to that array.
+    get buffers of their own: ``own`` maps their node to that array. With ``run_targets``
+    (``backward(inputs=...)``), a non-leaf target's node runs as torch runs it, for its hooks
+    only: nothing flows past it.
     """
     tape, root_grads, root_edges, target_edges = prepare(roots, grads, targets)
     n = tape.n
@@ -242,19 +259,36 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
             node = current = status
             if before_hooks is not None and node in hooks:
                 for k in hooks[node]:
-                    if (node, k) in target_edges:
+                    if type(k) is int and (node, k) in target_edges:
                         g = _buffer(tape, state, buf_off, G64, G32, node, k, hooks[node][k][0])
                         before_hooks[node, k] = (
                             np.zeros_like(g) if fresh[tape.out_ptr[node] + k] else g.copy()
                         )
-            if hooks:  # (the call and its import cost ~1.9 us a custom Function node)
-                _run_tensor_hooks(tape, hooks.get(node), node, buf_off, fresh, G64, G32)
+            per = hooks.get(node) if hooks else None
+            if per and "packed" in per:
+                unpack_saved(tape, node, per, retain)
+            if per:  # (the call and its import cost ~1.9 us a custom Function node)
+                _run_tensor_hooks(tape, per, node, buf_off, fresh, G64, G32)
+                if "pre" in per and per["pre"]:
+                    _run_prehooks(tape, node, per["pre"], roots, root_edges, buf_off, fresh,
+                                  G64, G32)  # fmt: skip
+            post = per.get("post") if per else None
             ctx = tape.obj[node]
             if not isinstance(ctx, FunctionCtx):
-                start, skip_py = node, True  # (run zeroes the outputs no one wrote)
-                last, current = (node if anomaly else -1), -1
+                if not post:
+                    start, skip_py = node, True  # (run zeroes the outputs no one wrote)
+                    last, current = (node if anomaly else -1), -1
+                    continue
+                _run_alone(tape, node, post, roots, root_edges, state, slot, fresh, buf_off,
+                           G64, G32, own, head, columns, parts)  # fmt: skip
+                if not retain:
+                    flags[node] |= RELEASED
+                if anomaly:
+                    _check_nan(tape, node, state, buf_off, G64, G32, own)
+                current = -1
+                start, skip_py = node - 1, False
                 continue
-            _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own, skipped)
+            _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own, skipped, post)
             if anomaly:
                 _check_nan(tape, node, state, buf_off, G64, G32, own)
             current = -1
@@ -262,6 +296,21 @@ def _execute(roots, grads, retain_graph, targets, own_leaves=False, before_hooks
                 flags[node] |= RELEASED
                 ctx._release()
             start, skip_py = node - 1, False
+        if run_targets and target_edges is not None:
+            for node, k in target_edges:
+                if node < 0 or state[node] != 2 or flags[node] & ACC:
+                    continue
+                per = hooks.get(node) or {}
+                if "packed" in per and per.get("post"):
+                    unpack_saved(tape, node, per, retain)
+                if k in per:
+                    _run_tensor_hooks(tape, {k: per[k]}, node, buf_off, fresh, G64, G32)
+                if per.get("pre"):
+                    _run_prehooks(tape, node, per["pre"], roots, root_edges, buf_off, fresh,
+                                  G64, G32)  # fmt: skip
+                if per.get("post"):
+                    _run_alone(tape, node, per["post"], roots, root_edges, state, slot, fresh,
+                               buf_off, G64, G32, own, head, columns, parts)  # fmt: skip
         if not retain and tape.heavy:
             # drop what the released nodes kept (the RELEASED test in numpy: a numpy scalar
             # read per node cost ~0.2 us, ~2,000 nodes a backward in the RNN benchmark; a few
@@ -420,7 +469,7 @@ def _captured(tape, state, buf_off, G64, G32, t, node, k, before_hooks):
     return _wrap(g.copy())
 
 
-def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own, skipped):
+def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own, skipped, post=None):
     """A custom Function's node: its backward on the gradients of its outputs (None where no
     consumer wrote one), the results added into the buffers of its inputs' nodes.
 
@@ -441,6 +490,8 @@ def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own, skipped
             off = buf_off.item(o)
             grads.append(G[off : off + out_numel.item(o)].copy())
     results = ctx._run_backward(grads)
+    if post:  # Node.register_hook on the Function's node: it sees and may replace them
+        results = _posthooks_on_arrays(post, results, grads, ctx)
     e0 = edge_ptr.item(node)
     if len(results) != edge_ptr.item(node + 1) - e0:
         raise RuntimeError("internal error: a custom Function's gradients and edges differ")
@@ -460,6 +511,169 @@ def _run_function(tape, node, ctx, state, buf_off, fresh, G64, G32, own, skipped
             b += g.reshape(-1)
 
 
+def unpack_saved(tape, node, per, retain):
+    """Before a node whose saved tensors were packed (``saved_tensors_hooks``) runs: each
+    unpack hook's tensor takes its value's place (copied into the value arena, or kept and
+    found by address). Without ``retain_graph`` the packed values go: the node runs once."""
+    if tape.flags[node] & RELEASED:
+        raise RuntimeError(RELEASED_MSG)
+    packed = per["packed"] if retain else per.pop("packed")
+    s0, s1 = int(tape.saved_ptr[node]), int(tape.saved_ptr[node + 1])
+    offs = tape.saved_off[s0:s1].tolist()
+    by_address = [j for j, off in enumerate(offs) if off < 0]
+    kept = list(tape.obj[node] or (None,) * len(by_address))
+    V = tape.v32 if tape.flags[node] & F32 else tape.v64
+    for j, pos, value, unpack, shape, dtype in packed:
+        t = unpack_checked(unpack, value)
+        a = np.ascontiguousarray(t._data, dtype=dtype)
+        if a.size != int(np.prod(shape, dtype=np.int64)):
+            raise RuntimeError(
+                f"saved_tensors_hooks: the unpack hook returned a tensor of shape "
+                f"{list(t.shape)} for a saved tensor of shape {list(shape)}"
+            )
+        if offs[j] >= 0:
+            V[offs[j] : offs[j] + a.size] = a.reshape(-1)
+        else:
+            kept[by_address.index(j)] = a
+            tape.saved_addr[pos] = address_of(a)
+    tape.obj[node] = tuple(kept)
+
+
+def _output_shape(tape, node, k, roots, root_edges):
+    """The shape of output ``k`` of ``node``: recorded for a multi-output node, else the
+    shape a consumer recorded for that input (``tape.meta``), else a root's own."""
+    shapes = tape.out_shapes.get(node)
+    if shapes is not None:
+        return shapes[k]
+    for t, e in zip(roots, root_edges, strict=True):
+        if e == (node, k):
+            return t._data.shape
+    ptr = tape.edge_ptr[: tape.n + 1]
+    for e in np.flatnonzero(
+        (tape.edge_node[: ptr[-1]] == node) & (tape.edge_input_nr[: ptr[-1]] == k)
+    ).tolist():
+        i = int(np.searchsorted(ptr, e, side="right")) - 1
+        meta = tape.meta[i]
+        j = e - int(ptr[i])
+        return meta if ptr[i + 1] - ptr[i] == 1 else meta[j]
+    return (int(tape.out_numel[tape.out_ptr[node] + k]),)
+
+
+def _input_shapes(tape, node):
+    """The recorded shapes of ``node``'s inputs, one per edge."""
+    meta = tape.meta[node]
+    return (meta,) if tape.edge_ptr[node + 1] - tape.edge_ptr[node] == 1 else meta
+
+
+def _output_grads(tape, node, roots, root_edges, buf_off, fresh, G64, G32):
+    """``node``'s output gradients as tensors (copies; None where no consumer wrote one)."""
+    G = G32 if tape.flags[node] & F32 else G64
+    grads = []
+    for k, o in enumerate(range(int(tape.out_ptr[node]), int(tape.out_ptr[node + 1]))):
+        if fresh[o]:
+            grads.append(None)
+            continue
+        off, n = int(buf_off[o]), int(tape.out_numel[o])
+        shape = _output_shape(tape, node, k, roots, root_edges)
+        grads.append(_wrap(G[off : off + n].reshape(shape).copy()))
+    return tuple(grads)
+
+
+def _run_prehooks(tape, node, fns, roots, root_edges, buf_off, fresh, G64, G32):
+    """``Node.register_prehook``'s hooks of ``node`` on its output gradients; what they
+    return is written back into the buffers."""
+    from .hooks import run_node_prehooks
+
+    grads = _output_grads(tape, node, roots, root_edges, buf_off, fresh, G64, G32)
+    new = run_node_prehooks(fns, grads)
+    if new is grads:
+        return
+    G = G32 if tape.flags[node] & F32 else G64
+    for o, g, old in zip(range(int(tape.out_ptr[node]), int(tape.out_ptr[node + 1])), new, grads,
+                         strict=True):  # fmt: skip
+        if g is not None and g is not old:
+            off = int(buf_off[o])
+            G[off : off + g._data.size] = g._data.reshape(-1)
+            fresh[o] = 0
+
+
+def _posthooks_on_arrays(fns, results, grads, ctx):
+    """A custom Function node's ``Node.register_hook`` hooks: on its input gradients (arrays
+    or None) and output gradients; returns the input gradients to pass on, as arrays."""
+    from .hooks import run_node_posthooks
+
+    ins = tuple(None if g is None else _wrap(np.asarray(g)) for g in results)
+    shapes = {k: shape for k, shape, dtype in ctx._outputs if k >= 0}
+    outs = tuple(
+        None if g is None else _wrap(g.reshape(shapes.get(k, g.shape))) for k, g in enumerate(grads)
+    )
+    new = run_node_posthooks(fns, ins, outs)
+    return [None if g is None else g._data for g in new]
+
+
+def _run_alone(tape, node, post, roots, root_edges, state, slot, fresh, buf_off, G64, G32,
+               own, head, columns, parts):  # fmt: skip
+    """Run ``node``'s kernel by itself so that ``Node.register_hook``'s hooks see the
+    gradients it passes on (``grad_inputs``) and may replace them: each input's buffer is
+    set aside and zeroed, the kernel writes this node's gradients alone into it, the hooks
+    run, and the buffer gets its earlier value plus what they return."""
+    from .hooks import run_node_posthooks
+
+    if tape.flags[node] & RELEASED and tape.flags[node] & HAS_SAVED:
+        raise RuntimeError(RELEASED_MSG)
+    grad_outputs = _output_grads(tape, node, roots, root_edges, buf_off, fresh, G64, G32)
+    G = G32 if tape.flags[node] & F32 else G64
+    for o in range(int(tape.out_ptr[node]), int(tape.out_ptr[node + 1])):
+        if fresh[o]:  # an output no consumer wrote reads as zeros (as scheduler.run)
+            off = int(buf_off[o])
+            G[off : off + int(tape.out_numel[o])] = 0
+            fresh[o] = 0
+    e0, e1 = int(tape.edge_ptr[node]), int(tape.edge_ptr[node + 1])
+    k = e1 - e0
+    gi = np.zeros(2 * k + 3, np.int64)
+    gi[0] = k
+    bufs, old, seen = [], [], set()
+    for j in range(k):
+        c, nr = int(tape.edge_node[e0 + j]), int(tape.edge_input_nr[e0 + j])
+        if c < 0 or not state[c]:
+            gi[1 + j] = -1
+            bufs.append(None)
+            old.append(None)
+            continue
+        o, b = _input_buffer(tape, c, nr, buf_off, G64, G32, own)
+        if o in seen:
+            raise NotImplementedError(
+                f"Node.register_hook on {_node_name(tape, node)}: two of its inputs are one "
+                "tensor, whose gradients nautograd's kernel adds together"
+            )
+        seen.add(o)
+        old.append(None if fresh[o] else b.copy())
+        b[:] = 0
+        fresh[o] = 0
+        gi[1 + j] = slot[o]
+        bufs.append(b)
+    gi[2 + 2 * k] = 1  # part 0 of 1
+    load_kernels(tape.op[node : node + 1], 1 if tape.flags[node] & F32 else 0)
+    status = scheduler.run(node, *head, *columns, False, parts, gi, node)
+    if status != scheduler.DONE:
+        raise RuntimeError(
+            f"nautograd: the compiled backward of node {node} ({_node_name(tape, node)}) failed"
+        )
+    shapes = _input_shapes(tape, node)
+    grad_inputs = tuple(
+        None if b is None else _wrap(b.reshape(shapes[j]).copy()) for j, b in enumerate(bufs)
+    )
+    new = run_node_posthooks(post, grad_inputs, grad_outputs)
+    for b, g, before in zip(bufs, new, old, strict=True):
+        if b is None:
+            continue
+        value = 0.0 if g is None else g._data.reshape(-1)
+        if before is None:
+            b[:] = value
+        else:
+            np.add(before, value, out=b)
+
+
 def _run_tensor_hooks(tape, per_output, node, buf_off, fresh, G64, G32):
     """Run the tensor hooks of ``node``'s outputs on their gradient buffers (a buffer no
     consumer wrote is zeroed first: ``run`` hands PY nodes over before zeroing them)."""
@@ -467,7 +681,10 @@ def _run_tensor_hooks(tape, per_output, node, buf_off, fresh, G64, G32):
         return
     from .hooks import run_hooks, run_tensor_hooks
 
-    for k, (shape, fns) in list(per_output.items()):
+    for k, entry in list(per_output.items()):
+        if type(k) is not int:  # (the node's own hooks: "pre", "post")
+            continue
+        shape, fns = entry
         o = tape.out_ptr[node] + k
         off = buf_off[o]
         G = G32 if tape.flags[node] & F32 else G64
@@ -517,6 +734,14 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own, undefined=()
             leaf = obj[node]()
             if leaf is None or not leaf._rg or (undefined and (node, 0) in undefined):
                 continue
+            if leaf._acc_hooks:  # Node hooks on its AccumulateGrad: in torch's order
+                g = own[node] if own and node in own else None
+                if g is None:
+                    _check_leaf_size(tape, node, leaf)
+                    G = G32 if f32 else G64
+                    g = G[off : off + leaf._data.size].reshape(leaf._data.shape)
+                _accumulate_hooked(leaf, g)
+                continue
             if leaf._post_hooks:
                 post.append(leaf)
             if own and node in own:
@@ -540,6 +765,25 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own, undefined=()
             _accumulate(leaf, G[off : off + a.size].reshape(a.shape))
     if post:
         post_accumulate(post)
+
+
+def _accumulate_hooked(leaf, g):
+    """AccumulateGrad of a leaf whose node has hooks: tensor hooks, the node's prehooks,
+    the accumulation, post-accumulate-grad hooks, the node's posthooks (torch's order)."""
+    from .hooks import run_hooks, run_node_posthooks, run_node_prehooks
+
+    if leaf._hooks:
+        g = run_hooks(leaf._hooks, g)
+    (value,) = run_node_prehooks(leaf._acc_hooks["pre"], (_wrap(np.array(g)),))
+    if value is not None:
+        hooks, leaf._hooks = leaf._hooks, None  # (they ran)
+        try:
+            _accumulate(leaf, value._data)
+        finally:
+            leaf._hooks = hooks
+    if leaf._post_hooks:
+        post_accumulate([leaf])
+    run_node_posthooks(leaf._acc_hooks["post"], (), (value,))
 
 
 def post_accumulate(leaves):
@@ -678,7 +922,7 @@ def backward(
         higher_order.execute(roots, grads, retain_graph, targets, accumulate=True)
         return
     tape, state, buf_off, G64, G32, target_edges, tails, owned = _execute(
-        roots, grads, retain_graph, targets, own_leaves=targets is None
+        roots, grads, retain_graph, targets, own_leaves=targets is None, run_targets=True
     )
     try:
         if targets is None:

@@ -17,11 +17,11 @@ import warnings
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import Tensor, _edges, _reserve, _wrap
+from ..tensor import SAVED_HOOKS_OPEN, Tensor, _edges, _reserve, _wrap
 from ._errors import RELEASED_MSG, modified_inplace
 from .grad_mode import _state as _grad_state
 from .grad_mode import is_grad_enabled, no_grad
-from .graph import PyNode
+from .graph import PACK_MODIFIED, PyNode, call_pack, current_saved_hooks, unpack_checked
 
 
 class FunctionCtx:
@@ -61,7 +61,9 @@ class FunctionCtx:
         out = []
         attach = self._attach
         for t, vc, version, role in self._saved:
-            if t is not None and vc[0] != version:
+            if type(t) is _Packed:  # saved under saved_tensors_hooks: unpacked per access
+                t = t.unpack()
+            elif t is not None and vc[0] != version:
                 raise modified_inplace(t.shape, t._data.dtype, vc[0], version)
             out.append(attach(role, t) if attach is not None and role is not None else t)
         return tuple(out)
@@ -465,6 +467,7 @@ def _record(ctx, args, output):
     # under create_graph it is attached to the graph again, as torch's saved variables are.
     to_save = ctx.__dict__.pop("_to_save", None)
     if to_save:
+        hooks = current_saved_hooks() if SAVED_HOOKS_OPEN[0] else None
         saved = []
         for t in to_save:
             if t is None:
@@ -480,11 +483,32 @@ def _record(ctx, args, output):
                         role = ("in", info[0])
                         break
             alias = (r if r is not None else t).detach()
-            saved.append((alias, alias._vc, alias._vc[0], role))
+            vc, version = alias._vc, alias._vc[0]
+            if hooks is not None:  # saved_tensors_hooks: the packed value is kept instead
+                alias = _Packed(hooks, t if r is None else alias)
+            saved.append((alias, vc, version, role))
         ctx._saved = tuple(saved)
     # (the marks hold tensors, with their handles: not kept past recording, see above)
     ctx._dirty = ctx._non_differentiable = ()
     return result
+
+
+class _Packed:
+    """A tensor saved under ``saved_tensors_hooks``: what the pack hook returned, and the
+    unpack hook that gives the tensor back."""
+
+    __slots__ = ("value", "_unpack")
+
+    def __init__(self, hooks, tensor):
+        pack, self._unpack = hooks
+        vc = tensor._vc
+        version = vc[0] if vc is not None else 0
+        self.value = call_pack(pack, tensor)
+        if (vc[0] if vc is not None else 0) != version:
+            raise RuntimeError(PACK_MODIFIED)
+
+    def unpack(self):
+        return unpack_checked(self._unpack, self.value)
 
 
 _NOT_A_TENSOR = (-1, None, None)

@@ -156,3 +156,31 @@ class inference_mode(_DecoratorContextManager):
     def clone(self):
         """A new context manager of the same mode."""
         return self.__class__(self.mode)
+
+
+def is_multithreading_enabled():
+    """Whether ``set_multithreading_enabled`` allows a multithreaded backward (this thread)."""
+    return getattr(_state, "multithreading", True)
+
+
+class set_multithreading_enabled(_DecoratorContextManager):
+    """Enable or disable a multithreaded backward, as a context manager or a function
+    (thread-local), as torch's. nautograd's backward always runs on the calling thread (torch
+    uses other threads only for accelerator devices), and large nodes use the intra-op
+    threads of ``set_num_threads`` either way, so the mode changes nothing but what
+    ``is_multithreading_enabled`` returns."""
+
+    def __init__(self, mode):
+        self.prev = is_multithreading_enabled()
+        _state.multithreading = bool(mode)
+        self.mode = mode
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        _state.multithreading = self.prev
+
+    def clone(self):
+        """A new context manager of the same mode."""
+        return self.__class__(self.mode)

@@ -2,11 +2,23 @@
 ``increment_version``."""
 
 import threading
+from typing import Any, NamedTuple
 
-from ..graph.tape import ACC, OP_ACCUMULATE_GRAD
+import numpy as np
+
+from ..graph.tape import ACC, F32, OP_ACCUMULATE_GRAD, PY
 from ..kernels import OPS
 
-__all__ = ["Node", "register_multi_grad_hook", "increment_version"]
+__all__ = [
+    "Node",
+    "GradientEdge",
+    "get_gradient_edge",
+    "register_multi_grad_hook",
+    "increment_version",
+    "saved_tensors_hooks",
+    "save_on_cpu",
+    "disable_saved_tensors_hooks",
+]
 
 
 def make_node(tape, node):
@@ -30,11 +42,12 @@ def node_name(tape, node):
 class Node:
     """A recorded node (``tensor.grad_fn``), as torch.autograd.graph.Node."""
 
-    __slots__ = ("_tape", "_h")
+    __slots__ = ("_tape", "_h", "_value")
 
     def __init__(self, tape, node):
         self._tape = tape
         self._h = tape.new_handle(node)  # keeps the node through compaction
+        self._value = None  # (shape, dtype) of its output, when a GradientEdge was taken
 
     def __del__(self):
         try:
@@ -71,6 +84,34 @@ class Node:
 
     def _sequence_nr(self):
         return self._node
+
+    def register_prehook(self, fn):
+        """``fn(grad_outputs) -> tuple or None``, run when this node runs, before it (after the
+        tensor hooks of its outputs); a returned tuple replaces the gradients of its outputs.
+        Returns a handle whose ``remove()`` removes it."""
+        return self._register("pre", fn)
+
+    def register_hook(self, fn):
+        """``fn(grad_inputs, grad_outputs) -> tuple or None``, run after this node ran; a
+        returned tuple replaces the gradients it passes on (one per ``next_functions``
+        entry). For an ``AccumulateGrad`` node ``grad_inputs`` is empty and it runs after the
+        leaf's ``.grad`` was updated. Returns a handle whose ``remove()`` removes it."""
+        return self._register("post", fn)
+
+    def _register(self, kind, fn):
+        from .hooks import RemovableHandle
+
+        tape, node = self._tape, self._node
+        if tape.flags[node] & ACC:
+            leaf = tape.obj[node]()
+            if leaf._acc_hooks is None:
+                leaf._acc_hooks = {"pre": [], "post": []}
+            fns = leaf._acc_hooks[kind]
+        else:
+            fns = tape.hooks.setdefault(node, {}).setdefault(kind, [])
+            tape.flags[node] |= PY  # (the engine hands the node to Python, which runs them)
+        fns.append(fn)
+        return RemovableHandle(fns, fn)
 
     @property
     def metadata(self):
@@ -170,3 +211,177 @@ def increment_version(tensor):
 
     for t in [tensor] if isinstance(tensor, Tensor) else tensor:
         t._bump()
+
+
+class GradientEdge(NamedTuple):
+    """A fixed position in the graph: output ``output_nr`` of ``node``. Usable wherever a
+    tensor is as a root of ``backward``/``grad`` and as an input of ``grad``; after an in-place
+    change of the tensor it was taken from, it still names the old value's gradient."""
+
+    node: Any
+    output_nr: int
+    ownership_token: Any = None
+
+
+def get_gradient_edge(tensor):
+    """The ``GradientEdge`` of ``tensor``: its ``grad_fn`` and output, or for a leaf its
+    ``AccumulateGrad`` node."""
+    from ..graph.tape import current_tape
+    from ..tensor import _accumulator
+
+    if not tensor.requires_grad:
+        raise RuntimeError(
+            "It is not possible to get the gradient edge for a Tensor that does not require "
+            "gradients"
+        )
+    if tensor._h >= 0:
+        node = tensor.grad_fn
+    else:
+        tape = current_tape()
+        tape.reserve(1)
+        node = make_node(tape, _accumulator(tape, tensor))
+    node._value = (tensor._data.shape, tensor._data.dtype)  # (the tape keeps sizes only)
+    return GradientEdge(node, tensor._out if tensor._h >= 0 else 0)
+
+
+def edge_tensor(edge):
+    """A tensor that stands for ``edge`` as a root or input of backward/grad: a leaf's own
+    tensor for an AccumulateGrad edge, else a handle on (node, output) with no memory of its
+    own."""
+    from ..tensor import Tensor, _new
+
+    node, k = edge.node, edge.output_nr
+    if not isinstance(node, Node):
+        raise TypeError(f"GradientEdge: expected a Node, got {type(node).__name__}")
+    tape, i = node._tape, node._node
+    if tape.flags[i] & ACC:
+        return tape.obj[i]()
+    if node._value is not None:
+        shape, dtype = node._value
+    else:
+        shape = (int(tape.out_numel[tape.out_ptr[i] + k]),)
+        dtype = np.dtype(np.float32) if tape.flags[i] & F32 else np.dtype(np.float64)
+    t = _new(Tensor)
+    t._data = np.broadcast_to(np.zeros((), dtype), shape)
+    t._rg = True
+    t._tape = tape
+    t._out = k
+    t._vc = None
+    t._imp = None
+    t._h = tape.new_handle(i)
+    return t
+
+
+# --- saved tensors hooks -------------------------------------------------------------------
+
+_saved_hooks = threading.local()  # .stack: [(pack, unpack), ...]; .disabled: a message or None
+_SAVED_HOOKS_LOCK = threading.Lock()
+_DEFER_BEFORE = []
+
+
+def current_saved_hooks():
+    """The innermost (pack, unpack) of this thread's ``saved_tensors_hooks``, or None."""
+    stack = getattr(_saved_hooks, "stack", None)
+    return stack[-1] if stack else None
+
+
+class saved_tensors_hooks:
+    """Within this context every tensor an op saves for backward is given to
+    ``pack_hook(tensor)`` when it is saved, and what that returns is kept instead; backward
+    gets the tensor ``unpack_hook(packed)`` returns, each time it needs it (as torch's). The
+    innermost context of the thread wins; hooks stay with what was saved under them."""
+
+    def __init__(self, pack_hook, unpack_hook):
+        self.pack_hook = pack_hook
+        self.unpack_hook = unpack_hook
+
+    def __enter__(self):
+        message = getattr(_saved_hooks, "disabled", None)
+        if message is not None:
+            raise RuntimeError(message)
+        from ..tensor import DEFER, SAVED_HOOKS_OPEN, current_tape
+
+        tape = current_tape()
+        with _SAVED_HOOKS_LOCK:
+            if SAVED_HOOKS_OPEN[0] == 0:
+                # the deferred forward records saved values in compiled code: off meanwhile
+                _DEFER_BEFORE[:] = [DEFER[0]]
+                DEFER[0] = False
+            SAVED_HOOKS_OPEN[0] += 1
+        if tape.batch is not None:
+            tape.run_batch()
+        if not hasattr(_saved_hooks, "stack"):
+            _saved_hooks.stack = []
+        _saved_hooks.stack.append((self.pack_hook, self.unpack_hook))
+        return self
+
+    def __exit__(self, *exc):
+        from ..tensor import DEFER, SAVED_HOOKS_OPEN
+
+        _saved_hooks.stack.pop()
+        with _SAVED_HOOKS_LOCK:
+            SAVED_HOOKS_OPEN[0] -= 1
+            if SAVED_HOOKS_OPEN[0] == 0 and _DEFER_BEFORE:
+                DEFER[0] = _DEFER_BEFORE.pop()
+
+
+class save_on_cpu(saved_tensors_hooks):
+    """Saved tensors are packed as copies in CPU memory and unpacked from them (torch's
+    offloading context; on a CPU-only library the copy is all there is to it)."""
+
+    def __init__(self, pin_memory=False, device_type="cuda"):
+        def pack(tensor):
+            return tensor.device, tensor.detach().clone()
+
+        def unpack(packed):
+            return packed[1]
+
+        super().__init__(pack, unpack)
+
+
+class disable_saved_tensors_hooks:
+    """Within this context, entering ``saved_tensors_hooks`` raises ``RuntimeError``
+    with ``error_message``."""
+
+    def __init__(self, error_message):
+        self.error_message = error_message
+
+    def __enter__(self):
+        self.prev = getattr(_saved_hooks, "disabled", None)
+        _saved_hooks.disabled = self.error_message
+        return self
+
+    def __exit__(self, *exc):
+        _saved_hooks.disabled = self.prev
+
+
+def call_pack(pack, tensor):
+    """``pack(tensor)``, with this thread's hooks set aside meanwhile: ops in a pack hook save
+    their tensors as they are (no pack within a pack)."""
+    stack = _saved_hooks.stack
+    stack.append(None)
+    try:
+        return pack(tensor)
+    finally:
+        stack.pop()
+
+
+def unpack_checked(unpack, packed):
+    """``unpack(packed)``, which must give a tensor (torch's check)."""
+    from ..tensor import Tensor
+
+    t = unpack(packed)
+    if not isinstance(t, Tensor):
+        raise TypeError(
+            "Output of saved tensor unpack_hook expected to be a Tensor but got result of type "
+            f"{type(t).__name__}"
+        )
+    return t
+
+
+PACK_MODIFIED = (
+    "A saved tensor pack hook is modifying its input in place. Tensors provided as input to "
+    "pack hook cannot be modified by in-place operations as this can lead to unexpected "
+    "side-effects. Please open an issue if you need to perform in-place operations on the "
+    "input to a pack hook."
+)

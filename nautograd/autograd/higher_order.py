@@ -29,7 +29,7 @@ from ._roots import prepare
 from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 from .grad_mode import _state as _grad_state
-from .hooks import run_tensor_hooks
+from .hooks import run_node_posthooks, run_node_prehooks, run_tensor_hooks
 
 W2 = (
     "Using backward() with create_graph=True will create a reference cycle between the "
@@ -167,14 +167,20 @@ def _accumulate(t, g):
     place, so ``.grad`` is itself differentiable (torch's case 3)."""
     if t._hooks:
         g = run_tensor_hooks(t._hooks, g)
-    if t._grad is None:
-        t._grad = g.clone() if g._rg else _wrap(g._data.copy())
-    else:
-        t._grad = t._grad + g
+    acc_hooks = t._acc_hooks if t._h < 0 else None
+    if acc_hooks:
+        (g,) = run_node_prehooks(acc_hooks["pre"], (g,))
+    if g is not None:
+        if t._grad is None:
+            t._grad = g.clone() if g._rg else _wrap(g._data.copy())
+        else:
+            t._grad = t._grad + g
     if t._post_hooks and t._h < 0:
         from .engine import post_accumulate
 
         post_accumulate([t])
+    if acc_hooks:
+        run_node_posthooks(acc_hooks["post"], (), (g,))
 
 
 def execute(roots, grads, retain_graph, targets, accumulate):
@@ -238,7 +244,10 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
                 if (node, k) in want:
                     captured[(node, k)] = g
         if hooks:
-            for k, (shape, fns) in list(hooks.items()):
+            for k, entry in list(hooks.items()):
+                if type(k) is not int:  # (the node's own hooks: "pre", "post")
+                    continue
+                shape, fns = entry
                 g = grads[k]
                 grads[k] = run_tensor_hooks(fns, _wrap(np.zeros(shape, dt)) if g is None else g)
         if not runs:
@@ -262,6 +271,12 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
                     _accumulate(t, grads[k])
         if not runs:
             continue  # a target itself: captured, not run
+        if hooks and "packed" in hooks:  # saved under saved_tensors_hooks
+            from .engine import unpack_saved
+
+            unpack_saved(tape, node, hooks, retain)
+        if hooks and hooks.get("pre"):
+            grads = list(run_node_prehooks(hooks["pre"], tuple(grads)))
         try:
             if f & RELEASED and f & HAS_SAVED:
                 raise RuntimeError(RELEASED_MSG)
@@ -306,6 +321,12 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
             if ANOMALY.enabled:
                 warn_failed(tape, node)
             raise
+        if hooks and hooks.get("post"):
+            results = run_node_posthooks(
+                hooks["post"],
+                tuple(g if j < len(needs) and needs[j] else None for j, g in enumerate(results)),
+                tuple(grads),
+            )
         for j, (g, c, nr) in enumerate(zip(results, children, nrs, strict=True)):
             if g is None or c < 0 or not needs[j]:
                 continue

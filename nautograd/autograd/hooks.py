@@ -68,3 +68,49 @@ def run_tensor_hooks(fns, value):
             raise RuntimeError(f"hook '{name}' has changed the size of value")
         value = result
     return value
+
+
+def _hook_name(fn):
+    return getattr(fn, "__name__", repr(fn))
+
+
+def _checked(fn, result, values):
+    """A node hook's returned tuple, checked as torch checks it against ``values`` (the
+    gradients it replaces)."""
+    from ..tensor import Tensor
+
+    if not isinstance(result, tuple):
+        raise TypeError(f"expected tuple, but hook returned '{type(result).__name__}'")
+    if len(result) != len(values):
+        raise RuntimeError(
+            f"hook '{_hook_name(fn)}' has returned an incorrect number of values (got "
+            f"{len(result)}, but expected {len(values)})"
+        )
+    for new, old in zip(result, values, strict=True):
+        if new is None:
+            continue
+        if old is None:
+            raise RuntimeError("can't replace a None gradient with a non-None value")
+        if not isinstance(new, Tensor) or new.shape != old.shape:
+            raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size of value")
+    return result
+
+
+def run_node_prehooks(fns, grad_outputs):
+    """``Node.register_prehook``'s hooks, in registration order: each may replace the
+    node's output gradients (a tuple of tensors, None where undefined)."""
+    for fn in list(fns):
+        result = fn(grad_outputs)
+        if result is not None:
+            grad_outputs = _checked(fn, result, grad_outputs)
+    return grad_outputs
+
+
+def run_node_posthooks(fns, grad_inputs, grad_outputs):
+    """``Node.register_hook``'s hooks, in registration order: each may replace the gradients
+    the node passes on (``grad_inputs``, one per next function, None where none flows)."""
+    for fn in list(fns):
+        result = fn(grad_inputs, grad_outputs)
+        if result is not None:
+            grad_inputs = _checked(fn, result, grad_inputs)
+    return grad_inputs

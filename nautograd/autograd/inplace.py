@@ -315,6 +315,8 @@ def flat_positions(base, view, name):
 def run(x, name, operands, compute, reads_self=None):
     """The in-place op ``name`` on ``x``: recorded (``modify``) when it must be, otherwise
     ``compute(x)`` without a graph, written into ``x``'s memory."""
+    if x._inference_view or x.is_inference():
+        x._check_inference()
     if recording(x, operands):
         return modify(x, name, compute, reads_self)
     with no_grad():
