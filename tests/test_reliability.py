@@ -679,3 +679,45 @@ def test_var_and_std_of_every_element_with_correction_at_least_n_have_torchs_gra
             (g,) = lib.autograd.grad(y, x, create_graph=create_graph)
             grads.append(np.asarray(g.detach()))
         np.testing.assert_array_equal(grads[1], grads[0])
+
+
+def test_elu_gradient_at_nan_is_one_as_torch():
+    x = ng.tensor([float("nan"), -1.0, 2.0], requires_grad=True)
+    tx = torch.tensor([float("nan"), -1.0, 2.0], dtype=torch.float64, requires_grad=True)
+    ng.nn.functional.elu(x).sum().backward()
+    torch.nn.functional.elu(tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize("loss", ["huber_loss", "smooth_l1_loss"])
+def test_huber_and_smooth_l1_gradient_at_a_nan_difference_is_nan_as_torch(loss):
+    nan, inf = float("nan"), float("inf")
+    values, targets = [nan, inf, -inf, 0.5, 3.0, inf], [0.5, inf, 0.0, nan, 1.0, 1.0]
+    x = ng.tensor(values, requires_grad=True)
+    tx = torch.tensor(values, dtype=torch.float64, requires_grad=True)
+    for reduction in ("sum", "none"):
+        x.grad = None
+        tx.grad = None
+        r = getattr(ng.nn.functional, loss)(x, ng.tensor(targets), reduction=reduction)
+        tr = getattr(torch.nn.functional, loss)(
+            tx, torch.tensor(targets, dtype=torch.float64), reduction=reduction
+        )
+        r.sum().backward()
+        tr.sum().backward()
+        np.testing.assert_allclose(r.detach().numpy(), tr.detach().numpy(), equal_nan=True)
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), equal_nan=True)
+
+
+@pytest.mark.parametrize(
+    "shapes", [((3, 1), (1, 4)), ((3, 1), (1,)), ((1,), (1, 4)), ((20, 1), (1, 20))]
+)
+@pytest.mark.parametrize("requires_grad", [False, True])  # eager, and the deferred forward
+def test_matmul_with_inner_dimension_one_gives_torchs_signed_zeros(shapes, requires_grad):
+    # torch's mm of inner size 1 keeps a -0.0 product; its mv, vm and dot add from +0.0
+    rng = np.random.default_rng(0)
+    a = np.where(rng.uniform(size=shapes[0]) < 0.5, -1.0, 0.0)
+    b = np.where(rng.uniform(size=shapes[1]) < 0.5, 0.0, -2.0)
+    result = (ng.tensor(a, requires_grad=requires_grad) @ ng.tensor(b)).detach().numpy()
+    expected = (torch.tensor(a) @ torch.tensor(b)).numpy()
+    np.testing.assert_array_equal(np.signbit(result), np.signbit(expected))
+    np.testing.assert_array_equal(result, expected)

@@ -97,6 +97,12 @@ def _piecewise(apply, input, target, reduction, small, large, threshold):
     # the quadratic part on d clamped to the threshold: where it is not selected its
     # gradient is 0 (clamp), not 0 * d (NaN at an infinite d; torch's loss is one op)
     dc = apply(clamp, d, min=-threshold, max=threshold)
+    nan = np.isnan(_values(d))
+    if nan.any():
+        # torch's loss takes its quadratic branch at a NaN difference (neither comparison
+        # holds there), so its gradient is NaN: the unclamped d there
+        cond = cond | nan
+        dc = apply(where, d, dc, condition=nan)
     return _reduce(apply, apply(where, small(dc), large(ad), condition=cond), reduction)
 
 

@@ -86,10 +86,17 @@ def _outer(x, y, result):
 def _matmul_forward(x, y, op="matmul"):
     batch, m, k, n, bx, by = _mm_dims(op, x.shape, y.shape)
     if not batch:
-        if k == 1 and m * n >= 64 and x.dtype == y.dtype and x.dtype.kind == "f":
-            result = np.empty((m, n), x.dtype)
-            _outer(np.ascontiguousarray(x.reshape(m)), np.ascontiguousarray(y.reshape(n)), result)
-            result = result.reshape((m,) * (x.ndim == 2) + (n,) * (y.ndim == 2))
+        if k == 1 and x.ndim == 2 and y.ndim == 2 and x.dtype == y.dtype:
+            # a matrix product of inner size 1 is the products themselves, as torch's mm: a
+            # -0.0 product stays -0.0 (numpy's matmul adds it to 0.0: +0.0, and atan2 of it
+            # then differs by 2 pi). torch's mv, vm and bmm add from 0.0, as np.matmul below
+            if m * n >= 64 and x.dtype.kind == "f":
+                result = np.empty((m, n), x.dtype)
+                _outer(
+                    np.ascontiguousarray(x.reshape(m)), np.ascontiguousarray(y.reshape(n)), result
+                )
+            else:
+                result = np.multiply(x, y)
         elif m * k * n >= _BLAS_FLOPS and x.ndim == 2 and y.ndim == 2 and x.dtype.kind == "f":
             result = _dot(np.ascontiguousarray(x), np.ascontiguousarray(y))
         else:
@@ -138,8 +145,8 @@ def _matmul_spec(name, ndims=None):
         if kwargs or len(xs) > 2 or len(ys) > 2 or (ndims and (len(xs), len(ys)) != ndims):
             return None
         batch, m, k, n, bx, by = _mm_dims(name, xs, ys)
-        if m * k * n > 1 << 16:
-            return None
+        if m * k * n > 1 << 16 or (k == 1 and len(xs) == 2 and len(ys) == 2):
+            return None  # (too big; or the products themselves, eagerly: -0.0 as torch's mm)
         out = (m,) * (len(xs) == 2) + (n,) * (len(ys) == 2)
         return out, (m, k, n, 1, 0), (), 3, m * n
 
