@@ -817,8 +817,7 @@ silu = unary(
 elu = unary(
     "elu",
     lambda x, alpha=1.0: np.where(x > 0, x, x.dtype.type(alpha) * np.expm1(np.minimum(x, 0))),
-    # (x <= 0 tested, as torch's elu_backward: its gradient at NaN is 1)
-    lambda x, r, p0, p1: m.where(x <= 0.0, p0 * m.exp(x), 1.0),
+    lambda x, r, p0, p1: m.where(x > 0.0, 1.0, p0 * m.exp(x)),
     params=lambda alpha=1.0: (float(alpha), 0.0),
     nn_functional=True,
     methods=(),
