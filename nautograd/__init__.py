@@ -32,7 +32,16 @@ from .autograd.grad_mode import (  # noqa: E402
     no_grad,
     set_grad_enabled,
 )
-from .creation import (  # noqa: E402
+from .creation import (
+    BoolTensor,  # noqa: E402
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
     allclose,
     arange,
     as_tensor,

@@ -72,6 +72,10 @@ def render():
         and not isinstance(getattr(creation, n), type)
     ]
     lines += [f"from .creation import {n} as {n}" for n in made]
+    legacy = sorted(
+        n for n in dir(creation) if isinstance(getattr(creation, n), creation._LegacyTensorType)
+    )
+    lines += [f"from .creation import {n} as {n}" for n in legacy]
     lines.append("")
     for name in DTYPES + ALIASES:
         dtype = getattr(nautograd, name)

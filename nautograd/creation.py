@@ -12,6 +12,7 @@ from .tensor import (
     _INFERENCE,
     _INFERENCE_MADE,
     DEFAULT_FLOAT,
+    Size,
     Tensor,
     _expose,
     _grad_state,
@@ -82,6 +83,52 @@ def tensor(data, dtype=None, device=None, requires_grad=False):
 
 
 as_tensor = tensor
+
+
+class _LegacyTensorType(type):
+    """The type of torch's legacy tensor classes (``FloatTensor``, ...): calling one makes a
+    tensor of its dtype, and ``isinstance`` tests the dtype."""
+
+    def __instancecheck__(cls, other):
+        return isinstance(other, Tensor) and other._data.dtype == cls.dtype
+
+    def __call__(cls, *args, device=None):
+        _device.check(device, f"{cls.__name__}()")
+        dtype = cls.dtype
+        if not args:
+            return _leaf(np.empty(0, dtype), False)
+        first = args[0]
+        if (
+            len(args) == 1
+            and isinstance(first, Size)
+            or all(isinstance(a, numbers.Integral) and not isinstance(a, bool) for a in args)
+        ):
+            return _leaf(np.empty(_shape(args), dtype), False)  # sizes: uninitialised
+        if len(args) > 1:
+            raise TypeError(f"{cls.__name__}(): expected sizes or one sequence of data")
+        if isinstance(first, Tensor):
+            if first._data.dtype != dtype:
+                raise TypeError(
+                    f"{cls.__name__}(): expected a tensor of dtype {dtype.name}, got "
+                    f"{first._data.dtype.name}"
+                )
+            return first
+        return _leaf(np.array(first, dtype=dtype), False)
+
+
+def _legacy_type(name, dtype, doc):
+    return _LegacyTensorType(name, (), {"dtype": np.dtype(dtype), "__doc__": doc})
+
+
+FloatTensor = _legacy_type("FloatTensor", np.float32, "torch.FloatTensor: float32 tensors.")
+DoubleTensor = _legacy_type("DoubleTensor", np.float64, "torch.DoubleTensor: float64 tensors.")
+HalfTensor = _legacy_type("HalfTensor", np.float16, "torch.HalfTensor: float16 tensors.")
+LongTensor = _legacy_type("LongTensor", np.int64, "torch.LongTensor: int64 tensors.")
+IntTensor = _legacy_type("IntTensor", np.int32, "torch.IntTensor: int32 tensors.")
+ShortTensor = _legacy_type("ShortTensor", np.int16, "torch.ShortTensor: int16 tensors.")
+CharTensor = _legacy_type("CharTensor", np.int8, "torch.CharTensor: int8 tensors.")
+ByteTensor = _legacy_type("ByteTensor", np.uint8, "torch.ByteTensor: uint8 tensors.")
+BoolTensor = _legacy_type("BoolTensor", np.bool_, "torch.BoolTensor: bool tensors.")
 
 
 def is_inference(input):

@@ -196,3 +196,36 @@ def test_tensor_type_without_argument_returns_torch_type_name():
     assert ng.zeros(2).type("torch.FloatTensor").dtype == ng.float32
     with pytest.raises(ValueError, match=r"invalid type: 'torch.Foo'"):
         ng.zeros(2).type("torch.Foo")
+
+
+def test_legacy_tensor_types_make_and_recognise_tensors_of_their_dtype_as_torch():
+    def run(lib):
+        return [
+            str(lib.FloatTensor([1, 2]).dtype).removeprefix("torch."),
+            tuple(lib.FloatTensor(2, 3).shape),
+            tuple(lib.DoubleTensor(lib.Size([2, 2])).shape),
+            tuple(lib.FloatTensor().shape),
+            isinstance(lib.zeros(2, dtype=lib.float32), lib.FloatTensor),
+            isinstance(lib.zeros(2, dtype=lib.float64), lib.FloatTensor),
+            isinstance(lib.zeros(2, dtype=lib.float64), lib.DoubleTensor),
+            lib.LongTensor([1.7, -2.2]).tolist(),
+            lib.BoolTensor([1, 0]).tolist(),
+            lib.ByteTensor([3]).tolist(),
+        ]
+
+    assert run(ng) == run(torch)
+    with pytest.raises(TypeError):
+        ng.FloatTensor(ng.zeros(2, dtype=ng.float64))
+
+
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+@pytest.mark.parametrize("shape", [(5,), (3, 4), (2, 3, 4), (2, 3, 4, 5)])
+def test_softmax_without_dim_picks_torchs_implicit_dim_with_its_warning(name, shape):
+    x = np.random.default_rng(0).standard_normal(shape)
+    with pytest.warns(UserWarning, match=f"Implicit dimension choice for {name} has been"):
+        mine = getattr(ng.nn.functional, name)(ng.tensor(x)).numpy()
+    with pytest.warns(UserWarning):
+        theirs = getattr(torch.nn.functional, name)(torch.tensor(x)).numpy()
+    np.testing.assert_allclose(mine, theirs, rtol=1e-12)
+    typed = getattr(ng.nn.functional, name)(ng.tensor(x), -1, dtype=ng.float32)
+    assert typed.dtype == ng.float32

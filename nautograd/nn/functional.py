@@ -1,6 +1,7 @@
 """torch.nn.functional: the nn-style ops of the op table (those declared nn_functional)."""
 
 import inspect
+import warnings
 
 from ..tensor import NN_FUNCTIONAL
 
@@ -40,4 +41,42 @@ def _with_inplace(name):
 
 for _name in ("relu", "elu", "leaky_relu", "hardtanh", "silu", "dropout"):
     globals()[_name] = _with_inplace(_name)
+
+
+def _with_implicit_dim(name):
+    """``F.name`` whose ``dim`` may be left out: torch's deprecated choice (0 for 0-, 1- and
+    3-dimensional input, else 1), with its warning."""
+    f = NN_FUNCTIONAL[name]
+
+    def g(input, dim=None, _stacklevel=3, dtype=None):
+        if dim is None:
+            warnings.warn(
+                f"Implicit dimension choice for {name} has been deprecated. Change the call to "
+                "include dim=X as an argument.",
+                UserWarning,
+                stacklevel=2,
+            )
+            dim = 0 if input.dim() in (0, 1, 3) else 1
+        if dtype is not None:
+            input = input.to(dtype)
+        return f(input, dim)
+
+    g.__name__ = g.__qualname__ = name
+    g.__doc__ = (
+        f.__doc__.replace(
+            "dim (int or tuple of int, optional): the dimension(s) to work along; negative counts "
+            "from the end.",
+            "dim (int, optional): the dimension to work along (left out: torch's deprecated "
+            "implicit choice, with its warning).",
+        )
+        + "\n    dtype (dtype, optional): the dtype input is cast to first."
+    )
+    g.__signature__ = inspect.signature(g).replace(
+        parameters=[p for p in inspect.signature(g).parameters.values() if p.name != "_stacklevel"]
+    )
+    return g
+
+
+for _name in ("softmax", "log_softmax"):
+    globals()[_name] = _with_implicit_dim(_name)
 del _name

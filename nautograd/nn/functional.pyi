@@ -234,14 +234,15 @@ def linear(input, weight, bias=None) -> Any:
         bias (Tensor, optional): added to the result.
     """
 
-def log_softmax(input, dim) -> Any:
+def log_softmax(input, dim=None, dtype=None) -> Any:
     """input - logsumexp(input) along dim.
 
     As ``torch.log_softmax``, ``torch.nn.functional.log_softmax``, ``Tensor.log_softmax``; backward node ``LogSoftmaxBackward0``.
 
     Args:
         input (Tensor): the input.
-        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        dim (int, optional): the dimension to work along (left out: torch's deprecated implicit choice, with its warning).
+        dtype (dtype, optional): the dtype input is cast to first.
     """
 
 def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False) -> Any:
@@ -346,14 +347,15 @@ def smooth_l1_loss(input, target, reduction='mean', beta=1.0) -> Any:
         beta (number): the sharpness, or where the quadratic part ends. Default: 1.
     """
 
-def softmax(input, dim) -> Any:
+def softmax(input, dim=None, dtype=None) -> Any:
     """exp(input) / sum(exp(input)) along dim, computed without overflow.
 
     As ``torch.softmax``, ``torch.nn.functional.softmax``, ``Tensor.softmax``; backward node ``SoftmaxBackward0``.
 
     Args:
         input (Tensor): the input.
-        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        dim (int, optional): the dimension to work along (left out: torch's deprecated implicit choice, with its warning).
+        dtype (dtype, optional): the dtype input is cast to first.
     """
 
 def softplus(input, beta=1.0, threshold=20.0) -> Any:
