@@ -11,6 +11,7 @@ from .tensor import (
     _GRAD_DTYPES,
     _INFERENCE,
     _INFERENCE_MADE,
+    _TYPE_NAMES,
     DEFAULT_FLOAT,
     Size,
     Tensor,
@@ -116,19 +117,24 @@ class _LegacyTensorType(type):
         return _leaf(np.array(first, dtype=dtype), False)
 
 
-def _legacy_type(name, dtype, doc):
-    return _LegacyTensorType(name, (), {"dtype": np.dtype(dtype), "__doc__": doc})
+def _legacy_type(dtype):
+    """torch's legacy class of ``dtype``, named as ``Tensor.type()`` names it."""
+    dtype = np.dtype(dtype)
+    name = _TYPE_NAMES[dtype]
+    return _LegacyTensorType(
+        name, (), {"dtype": dtype, "__doc__": f"torch.{name}: {dtype} tensors."}
+    )
 
 
-FloatTensor = _legacy_type("FloatTensor", np.float32, "torch.FloatTensor: float32 tensors.")
-DoubleTensor = _legacy_type("DoubleTensor", np.float64, "torch.DoubleTensor: float64 tensors.")
-HalfTensor = _legacy_type("HalfTensor", np.float16, "torch.HalfTensor: float16 tensors.")
-LongTensor = _legacy_type("LongTensor", np.int64, "torch.LongTensor: int64 tensors.")
-IntTensor = _legacy_type("IntTensor", np.int32, "torch.IntTensor: int32 tensors.")
-ShortTensor = _legacy_type("ShortTensor", np.int16, "torch.ShortTensor: int16 tensors.")
-CharTensor = _legacy_type("CharTensor", np.int8, "torch.CharTensor: int8 tensors.")
-ByteTensor = _legacy_type("ByteTensor", np.uint8, "torch.ByteTensor: uint8 tensors.")
-BoolTensor = _legacy_type("BoolTensor", np.bool_, "torch.BoolTensor: bool tensors.")
+FloatTensor = _legacy_type(np.float32)
+DoubleTensor = _legacy_type(np.float64)
+HalfTensor = _legacy_type(np.float16)
+LongTensor = _legacy_type(np.int64)
+IntTensor = _legacy_type(np.int32)
+ShortTensor = _legacy_type(np.int16)
+CharTensor = _legacy_type(np.int8)
+ByteTensor = _legacy_type(np.uint8)
+BoolTensor = _legacy_type(np.bool_)
 
 
 def is_inference(input):

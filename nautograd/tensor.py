@@ -1295,7 +1295,7 @@ def _pack_saved(tape, node, args, saved, outs):
     output's value; not numbers, nor arrays the forward derived) to the pack hook, and keep
     what it returns in the node's hooks entry ("packed") instead of the value. The node
     becomes a Python node: backward unpacks before it runs (autograd/engine.py)."""
-    from .autograd.graph import PACK_MODIFIED, call_pack, current_saved_hooks
+    from .autograd.graph import call_pack, current_saved_hooks
 
     hooks = current_saved_hooks()
     if hooks is None:
@@ -1311,10 +1311,7 @@ def _pack_saved(tape, node, args, saved, outs):
             if t is None:
                 continue
             t = t.detach()  # (an output is given without its grad_fn, as torch's)
-        version = t._vc[0] if t._vc is not None else 0
         value = call_pack(pack, t)
-        if (t._vc[0] if t._vc is not None else 0) != version:
-            raise RuntimeError(PACK_MODIFIED)
         packed.append((j, s0 + j, value, unpack, a.shape, a.dtype))
     if not packed:
         return

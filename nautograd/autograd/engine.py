@@ -776,11 +776,7 @@ def _accumulate_hooked(leaf, g):
         g = run_hooks(leaf._hooks, g)
     (value,) = run_node_prehooks(leaf._acc_hooks["pre"], (_wrap(np.array(g)),))
     if value is not None:
-        hooks, leaf._hooks = leaf._hooks, None  # (they ran)
-        try:
-            _accumulate(leaf, value._data)
-        finally:
-            leaf._hooks = hooks
+        _add_grad(leaf, value._data)
     if leaf._post_hooks:
         post_accumulate([leaf])
     run_node_posthooks(leaf._acc_hooks["post"], (), (value,))
@@ -838,6 +834,11 @@ def _accumulate(t, g):
         from .hooks import run_hooks
 
         g = run_hooks(t._hooks, g)
+    _add_grad(t, g)
+
+
+def _add_grad(t, g):
+    """AccumulateGrad's store or add into ``t.grad``, once ``t``'s tensor hooks ran."""
     with _ACCUMULATE_LOCK:
         if t._grad is None:
             t._grad = _wrap(np.array(g, dtype=g.dtype if g.dtype.kind == "f" else t._data.dtype))

@@ -21,7 +21,7 @@ from ..tensor import SAVED_HOOKS_OPEN, Tensor, _edges, _reserve, _wrap
 from ._errors import RELEASED_MSG, modified_inplace
 from .grad_mode import _state as _grad_state
 from .grad_mode import is_grad_enabled, no_grad
-from .graph import PACK_MODIFIED, PyNode, call_pack, current_saved_hooks, unpack_checked
+from .graph import PyNode, call_pack, current_saved_hooks, unpack_checked
 
 
 class FunctionCtx:
@@ -501,11 +501,7 @@ class _Packed:
 
     def __init__(self, hooks, tensor):
         pack, self._unpack = hooks
-        vc = tensor._vc
-        version = vc[0] if vc is not None else 0
         self.value = call_pack(pack, tensor)
-        if (vc[0] if vc is not None else 0) != version:
-            raise RuntimeError(PACK_MODIFIED)
 
     def unpack(self):
         return unpack_checked(self._unpack, self.value)

@@ -357,13 +357,18 @@ class disable_saved_tensors_hooks:
 
 def call_pack(pack, tensor):
     """``pack(tensor)``, with this thread's hooks set aside meanwhile: ops in a pack hook save
-    their tensors as they are (no pack within a pack)."""
+    their tensors as they are (no pack within a pack). A pack hook that changes ``tensor`` in
+    place raises torch's error."""
+    version = tensor._vc[0] if tensor._vc is not None else 0
     stack = _saved_hooks.stack
     stack.append(None)
     try:
-        return pack(tensor)
+        packed = pack(tensor)
     finally:
         stack.pop()
+    if (tensor._vc[0] if tensor._vc is not None else 0) != version:
+        raise RuntimeError(PACK_MODIFIED)
+    return packed
 
 
 def unpack_checked(unpack, packed):

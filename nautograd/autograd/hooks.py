@@ -64,8 +64,7 @@ def run_tensor_hooks(fns, value):
         if not isinstance(result, Tensor):
             result = _wrap(np.asarray(result, None if value is None else value._data.dtype))
         if value is not None and result.shape != value.shape:
-            name = getattr(fn, "__name__", repr(fn))
-            raise RuntimeError(f"hook '{name}' has changed the size of value")
+            raise RuntimeError(f"hook '{_hook_name(fn)}' has changed the size of value")
         value = result
     return value
 
