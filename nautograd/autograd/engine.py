@@ -5,6 +5,7 @@ PyTorch's run_backward / Engine::execute (torch 2.13's semantics and error texts
 
 import contextlib
 import functools
+import math
 import threading
 
 import numpy as np
@@ -29,6 +30,7 @@ from ._roots import prepare
 from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 from .graph import GradientEdge, edge_tensor, unpack_checked
+from .hooks import run_hooks, run_node_posthooks, run_node_prehooks, run_tensor_hooks
 
 # scratch for the gi of a node handed back to run in parts: nodes of up to 16 inputs
 _PEND = 2 * 16 + 3
@@ -54,6 +56,7 @@ def _as_tuple(x):
 # array of its own, which becomes its .grad (no copy out of the arena); smaller leaves share
 # one copy of the arena's tail (one allocation for the scalar DAG's 100 leaves).
 OWN_BUFFER = 4096
+_NO_OWN_BUFFER = int(np.iinfo(np.int64).max)  # (np.iinfo per call: ~5 us)
 # Gradient arenas smaller than this (elements) are zero-filled up front rather than tracked
 # buffer by buffer (see _execute)
 FILL_BELOW = 1 << 16
@@ -115,7 +118,7 @@ def _execute(
             tape.edge_input_nr,
             tape.out_ptr,
             tape.out_numel,
-            OWN_BUFFER if own_leaves else np.iinfo(np.int64).max,
+            OWN_BUFFER if own_leaves else _NO_OWN_BUFFER,
             tape.op,
             table,
         )
@@ -444,7 +447,7 @@ def _buffer(tape, state, buf_off, G64, G32, node, k, shape):
     if node < 0 or node >= len(state) or not state[node]:
         return None
     o = tape.out_ptr[node] + k
-    n = int(np.prod(shape, dtype=np.int64))
+    n = math.prod(shape)
     if n != tape.out_numel[o]:  # a leaf whose .data was replaced by another size
         raise _size_changed(int(tape.out_numel[o]), shape)
     G = G32 if tape.flags[node] & F32 else G64
@@ -455,8 +458,6 @@ def _captured(tape, state, buf_off, G64, G32, t, node, k, before_hooks):
     """grad()'s result for target ``t`` at (node, output k), as torch's engine captures it: a
     node that also runs (on the way to another target) is captured before its tensor hooks;
     one captured only (a leaf's AccumulateGrad, or a non-leaf target) after them."""
-    from .hooks import run_hooks
-
     if (node, k) in before_hooks:
         return _wrap(before_hooks[node, k])
     g = _buffer(tape, state, buf_off, G64, G32, node, k, t._data.shape)
@@ -526,7 +527,7 @@ def unpack_saved(tape, node, per, retain):
     for j, pos, value, unpack, shape, dtype in packed:
         t = unpack_checked(unpack, value)
         a = np.ascontiguousarray(t._data, dtype=dtype)
-        if a.size != int(np.prod(shape, dtype=np.int64)):
+        if a.size != math.prod(shape):
             raise RuntimeError(
                 f"saved_tensors_hooks: the unpack hook returned a tensor of shape "
                 f"{list(t.shape)} for a saved tensor of shape {list(shape)}"
@@ -679,7 +680,6 @@ def _run_tensor_hooks(tape, per_output, node, buf_off, fresh, G64, G32):
     consumer wrote is zeroed first: ``run`` hands PY nodes over before zeroing them)."""
     if not per_output:
         return
-    from .hooks import run_hooks, run_tensor_hooks
 
     for k, entry in list(per_output.items()):
         if type(k) is not int:  # (the node's own hooks: "pre", "post")
@@ -688,7 +688,7 @@ def _run_tensor_hooks(tape, per_output, node, buf_off, fresh, G64, G32):
         o = tape.out_ptr[node] + k
         off = buf_off[o]
         G = G32 if tape.flags[node] & F32 else G64
-        buf = G[off : off + int(np.prod(shape, dtype=np.int64))].reshape(shape)
+        buf = G[off : off + math.prod(shape)].reshape(shape)
         if fresh[o]:  # no consumer wrote it: an undefined gradient, None to the hooks (torch)
             value = run_tensor_hooks(fns, None)
             buf[...] = 0 if value is None else value._data
@@ -770,7 +770,6 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own, undefined=()
 def _accumulate_hooked(leaf, g):
     """AccumulateGrad of a leaf whose node has hooks: tensor hooks, the node's prehooks,
     the accumulation, post-accumulate-grad hooks, the node's posthooks (torch's order)."""
-    from .hooks import run_hooks, run_node_posthooks, run_node_prehooks
 
     if leaf._hooks:
         g = run_hooks(leaf._hooks, g)
@@ -821,7 +820,7 @@ def _check_leaf_size(tape, node, leaf):
 def _size_changed(n, shape):
     return RuntimeError(
         f"Function AccumulateGrad: the gradient has {n} elements but the tensor has shape "
-        f"{list(shape)} ({int(np.prod(shape, dtype=np.int64))} elements): its .data was "
+        f"{list(shape)} ({math.prod(shape)} elements): its .data was "
         "replaced by a tensor of another size after the graph was recorded"
     )
 
@@ -831,7 +830,6 @@ def _accumulate(t, g):
     whose ``.data`` changed dtype after recording gets the gradient in the recorded dtype,
     as torch's.)"""
     if t._hooks:
-        from .hooks import run_hooks
 
         g = run_hooks(t._hooks, g)
     _add_grad(t, g)

@@ -31,6 +31,8 @@ from .function import FunctionCtx
 from .grad_mode import _state as _grad_state
 from .hooks import run_node_posthooks, run_node_prehooks, run_tensor_hooks
 
+_NO_OWN_BUFFER = int(np.iinfo(np.int64).max)
+
 W2 = (
     "Using backward() with create_graph=True will create a reference cycle between the "
     "parameter and its gradient which can cause a memory leak. We recommend using "
@@ -213,7 +215,7 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
     root_nodes = np.array([e[0] for e in root_edges], np.int64)
     state = scheduler.prepare(
         n, root_nodes, tnodes, mode, tape.flags, tape.edge_ptr, tape.edge_node,
-        tape.edge_input_nr, tape.out_ptr, tape.out_numel, np.iinfo(np.int64).max, tape.op,
+        tape.edge_input_nr, tape.out_ptr, tape.out_numel, _NO_OWN_BUFFER, tape.op,
         kernel_table(),
     )[0]  # fmt: skip
     order = np.flatnonzero(state)[::-1].tolist()
