@@ -28,7 +28,6 @@ saved by address) live in the list ``obj``. Tensors that point into the tape hol
 touching the tensors.
 """
 
-import ctypes
 import os
 import struct
 import threading
@@ -38,6 +37,7 @@ import weakref
 import numpy as np
 
 from .._numba_setup import cached
+from ..kernels._shapes import address_of
 from ..kernels.registry import LAZY, kernel_table, load_kernels
 
 F32 = 1  # node computes in float32 (its gradients live in the float32 arena)
@@ -87,29 +87,6 @@ def fill(col, lo, items, code="q"):
         struct.pack_into(f"{n}{code}", col, lo * 8, *items)
 
 
-def _data_field_offset():
-    """Where an ndarray object keeps its data pointer, counted from ``id(array)``: the first
-    field after the object header in numpy's ``PyArrayObject_fields`` (16 bytes on CPython's
-    default build). Found by comparing with ``ctypes.data`` on arrays of different sizes
-    rather than assumed; None when no offset agrees (``address_of`` then asks ``ctypes``)."""
-    probes = [np.empty(n) for n in (1, 7, 1000)]
-    for off in range(8, 64, 8):
-        if all(ctypes.c_int64.from_address(id(a) + off).value == a.ctypes.data for a in probes):
-            return off
-    return None
-
-
-_DATA_OFFSET = _data_field_offset()
-_INT64_AT = ctypes.c_int64.from_address
-
-
-def address_of(a):
-    """The address of ``a``'s first element, once per value saved by address:
-    ``a.ctypes.data`` builds a helper object (1.4 us), reading the array object's data field
-    through ctypes takes 0.16 us."""
-    if _DATA_OFFSET is None:
-        return a.ctypes.data
-    return _INT64_AT(id(a) + _DATA_OFFSET).value
 
 
 @cached()
@@ -500,32 +477,37 @@ class Tape:
         n0, n1 = self.nflushed, self.n
         if n0 == n1:
             return
-        rows = np.empty(len(self._rows), np.int64)
-        fill(rows, 0, self._rows)
-        self._nodes[:, n0 + 1 : n1 + 1] = rows.reshape(n1 - n0, len(_ROW)).T
+        if n1 - n0 == 1:  # (one node, a backward's usual root: its column from the list)
+            self._nodes[:, n1] = self._rows
+        else:
+            rows = np.empty(len(self._rows), np.int64)
+            fill(rows, 0, self._rows)
+            self._nodes[:, n0 + 1 : n1 + 1] = rows.reshape(n1 - n0, len(_ROW)).T
+        # (each column written only when it has items: unrolled, the loop over five column
+        # tuples this replaces cost ~3 us a flush, most of a small backward's)
         e0, o0, s0, a0, b0 = self.flushed
-        for (name, name2), lo, hi, items, items2, code in (
-            (("edge_node", "edge_input_nr"), e0, self.ne, self._en, self._ei, "q"),
-            (("out_numel", None), o0, self.no, self._on, None, "q"),
-            (("saved_off", "saved_addr"), s0, self.ns, self._so, self._sa, "q"),
-            (("v64", None), a0, self.n64, self._v64, None, "d"),
-            (("v32", None), b0, self.n32, self._v32, None, None),
-        ):
-            if hi == lo:
-                continue
-            col = getattr(self, name)
-            if hi > len(col):
-                col = self._grow(name, hi)
-            if code is None:  # (struct's float32 raises where numpy rounds to inf)
-                col[lo:hi] = items
-            else:
-                fill(col, lo, items, code)
-            if name2 is not None:
-                col = getattr(self, name2)
-                if hi > len(col):
-                    col = self._grow(name2, hi)
-                fill(col, lo, items2, code)
+        if self.ne != e0:
+            self._fill("edge_node", e0, self.ne, self._en, "q")
+            self._fill("edge_input_nr", e0, self.ne, self._ei, "q")
+        if self.no != o0:
+            self._fill("out_numel", o0, self.no, self._on, "q")
+        if self.ns != s0:
+            self._fill("saved_off", s0, self.ns, self._so, "q")
+            self._fill("saved_addr", s0, self.ns, self._sa, "q")
+        if self.n64 != a0:
+            self._fill("v64", a0, self.n64, self._v64, "d")
+        if self.n32 != b0:
+            self._fill("v32", b0, self.n32, self._v32, None)
         self._new_pending()
+
+    def _fill(self, name, lo, hi, items, code):
+        col = getattr(self, name)
+        if hi > len(col):
+            col = self._grow(name, hi)
+        if code is None:  # (struct's float32 raises where numpy rounds to inf)
+            col[lo:hi] = items
+        else:
+            fill(col, lo, items, code)
 
     # -- the deferred forward -------------------------------------------------------------
 

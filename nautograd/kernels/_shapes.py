@@ -1,6 +1,9 @@
 """Python-side shape rules shared by kernels: broadcasting, dims, and their iparams encodings."""
 
+import ctypes
 import math
+
+import numpy as np
 
 
 def numel(shape):
@@ -157,3 +160,32 @@ def outer_inner(shape, dim):
             numel(shape[dim + 1 :]),
         )
     return hit
+
+
+# ---------------------------------------------------------------------------------------------
+# array addresses
+
+
+def _data_field_offset():
+    """Where an ndarray object keeps its data pointer, counted from ``id(array)``: the first
+    field after the object header in numpy's ``PyArrayObject_fields`` (16 bytes on CPython's
+    default build). Found by comparing with ``ctypes.data`` on arrays of different sizes
+    rather than assumed; None when no offset agrees (``address_of`` then asks ``ctypes``)."""
+    probes = [np.empty(n) for n in (1, 7, 1000)]
+    for off in range(8, 64, 8):
+        if all(ctypes.c_int64.from_address(id(a) + off).value == a.ctypes.data for a in probes):
+            return off
+    return None
+
+
+_DATA_OFFSET = _data_field_offset()
+_INT64_AT = ctypes.c_int64.from_address
+
+
+def address_of(a):
+    """The address of ``a``'s first element, once per value saved by address:
+    ``a.ctypes.data`` builds a helper object (1.4 us), reading the array object's data field
+    through ctypes takes 0.16 us."""
+    if _DATA_OFFSET is None:
+        return a.ctypes.data
+    return _INT64_AT(id(a) + _DATA_OFFSET).value

@@ -436,7 +436,7 @@ def _pow_scalar_forward(x, exponent):
 pow_scalar = unary(
     "pow_scalar",
     _pow_scalar_forward,
-    lambda x, r, p0, p1: 0.0 if p0 == 0.0 else p0 * x ** (p0 - 1.0),
+    lambda x, r, p0, p1: 0.0 if p0 == 0.0 else p0 * m.powc(x, p0 - 1.0),
     params="own",
     node_name="PowBackward0",
     functions=(),

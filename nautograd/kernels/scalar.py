@@ -86,6 +86,35 @@ def _where(condition, a, b):
     return lambda condition, a, b: a if condition else b
 
 
+def powc(x, c):
+    """``x ** c`` for a number ``c``. Compiled, the exponents torch's pow kernel computes
+    without ``pow`` do the same (1: x, 2: x x, 3: x x x, -1: 1 / x, 0: 1): a ``pow`` call an
+    element made pow's backward at 16,000 float32 elements ~4x torch's time."""
+    if _is_number(x):
+        with np.errstate(all="ignore"):
+            return float(np.power(x, c))
+    return x**c
+
+
+@overload(powc, inline="always")
+def _powc(x, c):
+    def impl(x, c):
+        y = x * 1.0  # (float64, as x ** c of a float32 x is)
+        if c == 1.0:
+            return y
+        if c == 2.0:
+            return y * y
+        if c == 0.0:
+            return 1.0
+        if c == 3.0:
+            return y * y * y
+        if c == -1.0:
+            return 1.0 / y
+        return y**c
+
+    return impl
+
+
 _INV_SQRT2 = 1.0 / math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 

@@ -15,6 +15,15 @@ from .registry import Case, defop
 def _infer_shape(op, shape, n):
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
+    # (positive Python ints whose product is n, the common case: ~2 us less than the checks)
+    known = 1
+    for s in shape:
+        if type(s) is not int or s <= 0:
+            break
+        known *= s
+    else:
+        if known == n:
+            return shape if type(shape) is tuple else tuple(shape)
     shape = tuple(int(s) for s in shape)
     if shape.count(-1) > 1:
         raise RuntimeError(f"{op}(): only one dimension can be inferred")
