@@ -830,7 +830,6 @@ def _accumulate(t, g):
     whose ``.data`` changed dtype after recording gets the gradient in the recorded dtype,
     as torch's.)"""
     if t._hooks:
-
         g = run_hooks(t._hooks, g)
     _add_grad(t, g)
 
