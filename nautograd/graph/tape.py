@@ -87,8 +87,6 @@ def fill(col, lo, items, code="q"):
         struct.pack_into(f"{n}{code}", col, lo * 8, *items)
 
 
-
-
 @cached()
 def _compact(n, roots, cols, v64, v32, new_cols, nv64, nv32):
     """Keep the nodes reachable from ``roots``; renumber them in order. Returns new ids.

@@ -443,6 +443,11 @@ pow_scalar = unary(
     methods=(),
     cases=[
         Case(((3, 4),), {"exponent": 3.0}),
+        # (the exponents whose derivative is a product, not a pow call: scalar.powc)
+        Case(((3, 4),), {"exponent": 1.0}),
+        Case(((3, 4),), {"exponent": 2.0}),
+        Case(((3, 4),), {"exponent": 4.0}),
+        Case(((4,),), {"exponent": -1.0}, low=0.3, high=2.0),
         Case(((3, 4),), {"exponent": 2.5}, low=0.2, high=2.0),
         Case(((4,),), {"exponent": -1.5}, low=0.3, high=2.0),
         Case(((4,),), {"exponent": 0.0}),
