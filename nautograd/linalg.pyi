@@ -2,7 +2,7 @@
 
 from typing import Any
 
-__all__ = ['cholesky', 'det', 'inv', 'slogdet', 'solve', 'vector_norm']
+__all__ = ['cholesky', 'det', 'inv', 'slogdet', 'solve', 'solve_triangular', 'vector_norm']
 
 def cholesky(input) -> Any:
     """The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T.
@@ -49,6 +49,19 @@ def solve(A, B, left=True) -> Any:
         A (Tensor): a square matrix or a batch of them.
         B (Tensor): the right-hand side, a vector, a matrix or a batch of them.
         left (bool): solve A X = B (True) or X A = B. Default: True.
+    """
+
+def solve_triangular(A, B, *, upper, left=True, unitriangular=False) -> Any:
+    """The solution X of A X = B (left=True) or X A = B with A triangular: only its upper (upper=True) or lower triangle is read, its diagonal taken as ones with unitriangular=True.
+
+    As ``torch.linalg.solve_triangular``; backward node ``LinalgSolveTriangularBackward0``.
+
+    Args:
+        A (Tensor): a square matrix or a batch of them.
+        B (Tensor): the right-hand side, a matrix or a batch of them.
+        upper (bool): whether A is upper (True) or lower triangular.
+        left (bool): solve A X = B (True) or X A = B. Default: True.
+        unitriangular (bool): whether A's diagonal is taken as all ones.
     """
 
 def vector_norm(input, ord=2, dim=None, keepdim=False) -> Any:

@@ -832,6 +832,160 @@ solve = defop(
     ),
 )
 
+
+def _solve_triangular_forward(a, b, upper, unitriangular=False):
+    B, n = _square("linalg.solve_triangular", a)
+    if b.ndim < 2 or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != n:
+        raise RuntimeError(
+            f"linalg.solve_triangular(): incompatible shapes: A {tuple(a.shape)} and B "
+            f"{tuple(b.shape)} (B: (*, n, k) with A's batch dims; broadcasting them is not "
+            "supported)"
+        )
+    x = _lapack.solve_triangular(a, b, bool(upper), bool(unitriangular))
+    k = b.shape[-1]
+    return x, (a, x), (B, n, k, int(bool(upper)), int(bool(unitriangular))), ()
+
+
+@kernel
+def solve_triangular_backward(G, G2, go, gi, V, so, sa, ip, fp):
+    # X = A^-1 B with A's upper or lower triangle (unit diagonal if unitriangular):
+    # grad_B = A^-T grad (a substitution through A's triangle), grad_A = -grad_B X^T on
+    # that triangle (the entries A's solve never read get no gradient, as torch's)
+    B, n, k, upper, unit = ip[0], ip[1], ip[2], ip[3], ip[4]
+    nn, nk = n * n, n * k
+    a = saved(V, so, sa, 0, B * nn)
+    x = saved(V, so, sa, 1, B * nk)
+    g = view(G, go[0], B * nk)
+    sol = np.empty((n, k), np.float64)
+    for b in range(B):
+        ab = a[b * nn : (b + 1) * nn].reshape((n, n))
+        gb = g[b * nk : (b + 1) * nk].reshape((n, k))
+        # A^T is lower for an upper A: forward substitution, i ascending; else i descending
+        for s in range(n):
+            i = s if upper else n - 1 - s
+            for c in range(k):
+                sol[i, c] = gb[i, c]
+            lo, hi = (0, i) if upper else (i + 1, n)
+            for j in range(lo, hi):
+                aji = ab[j, i]
+                for c in range(k):
+                    sol[i, c] -= aji * sol[j, c]
+            if not unit:
+                d = ab[i, i]
+                for c in range(k):
+                    sol[i, c] /= d
+        if gi[1] >= 0:
+            grad_b = view(G, gi[1] + b * nk, nk)
+            for i in range(n):
+                for c in range(k):
+                    grad_b[i * k + c] += sol[i, c]
+        if gi[0] >= 0:
+            xb = x[b * nk : (b + 1) * nk].reshape((n, k))
+            grad_a = view(G, gi[0] + b * nn, nn)
+            for i in range(n):
+                lo, hi = (i, n) if upper else (0, i + 1)
+                if unit:
+                    lo, hi = (i + 1, n) if upper else (0, i)
+                for j in range(lo, hi):
+                    acc = 0.0
+                    for c in range(k):
+                        acc += sol[i, c] * xb[j, c]
+                    grad_a[i * n + j] -= acc
+
+
+def _solve_triangular_formula(ctx, grad):
+    # as the kernel, with ops: grad_B = solve_triangular(A^T, grad), grad_A on A's triangle
+    a, x = ctx.input(0, 0), ctx.output(0, 1)
+    upper, unit = bool(ctx.ip[3]), bool(ctx.ip[4])
+    grad_b = ctx.ng.linalg.solve_triangular(a.mT, grad, upper=not upper, unitriangular=unit)
+    grad_a = None
+    if ctx.needs_input_grad[0]:
+        outer = -(grad_b @ x.mT)
+        if upper:
+            grad_a = outer.triu(1 if unit else 0)
+        else:
+            grad_a = outer.tril(-1 if unit else 0)
+    return grad_a, grad_b if ctx.needs_input_grad[1] else None
+
+
+def _solve_triangular_api(apply, A, B, *, upper, left=True, unitriangular=False):
+    """torch.linalg.solve_triangular: X with A X = B (left) or X A = B, A triangular."""
+    if left:
+        return apply(solve_triangular, A, B, upper=upper, unitriangular=unitriangular)
+    # X A = B <=> A^T X^T = B^T, A^T triangular on the other side
+    result = apply(solve_triangular, A.mT, B.mT, upper=not upper, unitriangular=unitriangular)
+    return result.mT
+
+
+def _triangular(f, a, b, shift, **kw):
+    return f(a + shift, b, **kw)
+
+
+solve_triangular = defop(
+    "solve_triangular",
+    _solve_triangular_forward,
+    solve_triangular_backward,
+    formula=_solve_triangular_formula,
+    nin=2,
+    api=_solve_triangular_api,
+    functions=(),
+    linalg=("solve_triangular",),
+    node_name="LinalgSolveTriangularBackward0",
+    cases=[
+        Case(((3, 3), (3, 2)), {"shift": "eye(3)", "upper": True}, call=_triangular),
+        Case(((3, 3), (3, 2)), {"shift": "eye(3)", "upper": False}, call=_triangular),
+        Case(
+            ((2, 3, 3), (2, 3, 4)),
+            {"shift": "eye(3)", "upper": False, "unitriangular": True},
+            call=_triangular,
+        ),
+    ],
+    tensor_names=("A", "B"),
+    doc=(
+        "The solution X of A X = B (left=True) or X A = B with A triangular: only its upper "
+        "(upper=True) or lower triangle is read, its diagonal taken as ones with "
+        "unitriangular=True.\n"
+        "B: (Tensor) the right-hand side, a matrix or a batch of them.\n"
+        "upper: (bool) whether A is upper (True) or lower triangular.\n"
+        "unitriangular: (bool) whether A's diagonal is taken as all ones."
+    ),
+)
+
+
+def _cholesky_solve(apply, input, input2, upper=False):
+    """torch.cholesky_solve: X with A X = input, from A's Cholesky factor input2 (lower,
+    A = L L^T; upper: A = U^T U), by two triangular solves."""
+    factor = input2
+    if upper:
+        y = _solve_triangular_api(apply, factor.mT, input, upper=False)
+        return _solve_triangular_api(apply, factor, y, upper=True)
+    y = _solve_triangular_api(apply, factor, input, upper=False)
+    return _solve_triangular_api(apply, factor.mT, y, upper=True)
+
+
+cholesky_solve = defcomposite(
+    "cholesky_solve",
+    _cholesky_solve,
+    [
+        # (a factor is triangular: torch's gradient assumes it is, the solves read one side)
+        Case(
+            ((3, 2), (3, 3)),
+            {"shift": "eye(3)"},
+            call=lambda f, b, factor, shift: f(b, (factor + shift).tril()),
+        ),
+        Case(
+            ((2, 3, 2), (2, 3, 3)),
+            {"shift": "eye(3)", "upper": True},
+            call=lambda f, b, factor, shift, upper: f(b, (factor + shift).triu(), upper=upper),
+        ),
+    ],
+    methods=("cholesky_solve",),
+    doc=(
+        "The solution X of A X = input from the Cholesky factor of A (input2: lower, "
+        "A = L L^T, or upper with upper=True, A = U^T U), by two triangular solves."
+    ),
+)
+
 # ---------------------------------------------------------------------------------------------
 # einsum and trace, written with permute / diagonal / sum / expand / reshape / matmul
 
