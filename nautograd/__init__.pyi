@@ -393,14 +393,14 @@ def cholesky(input) -> Any:
     """
 
 def cholesky_solve(input, input2, upper=False) -> Any:
-    """The solution X of A X = input from the Cholesky factor of A (input2: lower, A = L L^T, or upper with upper=True, A = U^T U), by two triangular solves.
+    """The solution X of A X = input from the Cholesky factor of A, by two triangular solves.
 
     As ``torch.cholesky_solve``, ``Tensor.cholesky_solve``; its gradient is that of the ops it is written with.
 
     Args:
         input (Tensor): the input.
-        input2:
-        upper:
+        input2 (Tensor): the Cholesky factor of A, lower (A = L L^T) or upper (A = U^T U).
+        upper (bool): whether input2 is the upper factor.
     """
 
 def chunk(input, chunks, dim=0) -> Any:

@@ -981,8 +981,10 @@ cholesky_solve = defcomposite(
     ],
     methods=("cholesky_solve",),
     doc=(
-        "The solution X of A X = input from the Cholesky factor of A (input2: lower, "
-        "A = L L^T, or upper with upper=True, A = U^T U), by two triangular solves."
+        "The solution X of A X = input from the Cholesky factor of A, by two triangular "
+        "solves.\n"
+        "input2: (Tensor) the Cholesky factor of A, lower (A = L L^T) or upper (A = U^T U).\n"
+        "upper: (bool) whether input2 is the upper factor."
     ),
 )
 

@@ -428,8 +428,21 @@ softplus = unary(
 
 def _pow_scalar_forward(x, exponent):
     c = float(exponent)
-    result = np.power(x, x.dtype.type(c))
+    if x.dtype.kind == "f" and c in _POW_BY_PRODUCTS:
+        # torch's pow kernel computes these exponents with products (numpy's power calls
+        # pow for them: x ** 3 at 16,000 float32 elements 93 us, x * x * x 6.5 us); numpy
+        # has its own fast paths for 2, 0.5, -1
+        result = _POW_BY_PRODUCTS[c](x)
+    else:
+        result = np.power(x, x.dtype.type(c))
     return result, (x,), (result.size,), (c, 0.0)
+
+
+_POW_BY_PRODUCTS = {
+    3.0: lambda x: x * x * x,
+    -2.0: lambda x: 1 / (x * x),
+    -0.5: lambda x: 1 / np.sqrt(x),
+}
 
 
 # d/dx x**c = c x**(c-1); torch gives exactly 0 for c == 0
@@ -448,6 +461,10 @@ pow_scalar = unary(
         Case(((3, 4),), {"exponent": 2.0}),
         Case(((3, 4),), {"exponent": 4.0}),
         Case(((4,),), {"exponent": -1.0}, low=0.3, high=2.0),
+        Case(((4,),), {"exponent": -2.0}, low=0.3, high=2.0),
+        Case(((4,),), {"exponent": 0.5}, low=0.3, high=2.0),
+        Case(((4,),), {"exponent": 1.5}, low=0.3, high=2.0),
+        Case(((4,),), {"exponent": -0.5}, low=0.3, high=2.0),
         Case(((3, 4),), {"exponent": 2.5}, low=0.2, high=2.0),
         Case(((4,),), {"exponent": -1.5}, low=0.3, high=2.0),
         Case(((4,),), {"exponent": 0.0}),
