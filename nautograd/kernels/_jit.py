@@ -249,6 +249,54 @@ def _blas_gemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, 
     return sig, codegen
 
 
+# Triangular solves (the Cholesky factor's backward, solve_triangular's) in the same BLAS
+_TRSM_SYMBOLS = {"s": "nautograd_strsm", "d": "nautograd_dtrsm"}
+for _k, _name in _TRSM_SYMBOLS.items():
+    binding.add_symbol(_name, get_cython_function_address("scipy.linalg.cython_blas", _k + "trsm"))
+
+
+@intrinsic
+def _blas_trsm(typingctx, side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb):
+    """Column-major ``b = alpha * op(a)^-1 @ b`` (side "L") or ``alpha * b @ op(a)^-1``
+    ("R"), ``a`` triangular, through the symbol bound above for ``b``'s dtype."""
+    dtype = b.dtype
+    name = _TRSM_SYMBOLS["s" if dtype == types.float32 else "d"]
+    sig = types.void(side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb)
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [_VOIDP] * 11), name
+        )
+        a = _CallArgs(context, builder, signature, args)
+
+        def ref(value):
+            return builder.bitcast(cgutils.alloca_once_value(builder, value), _VOIDP)
+
+        call_args = [ref(a.integer(i, _CHAR)) for i in (0, 1, 2, 3)]
+        call_args += [ref(a.integer(4, _I32)), ref(a.integer(5, _I32)), ref(a.cast(6, dtype))]
+        call_args += [a.data(7), ref(a.integer(8, _I32)), a.data(9), ref(a.integer(10, _I32))]
+        builder.call(fn, call_args)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(inline="always")
+def trsm(b, a, left, trans, lower, unit):
+    """``b = op(a)^-1 @ b`` (``left``) or ``b @ op(a)^-1``, in place, for C-contiguous 2-D
+    arrays of one dtype: ``a`` triangular (only its ``lower`` or upper triangle is read; its
+    diagonal taken as ones with ``unit``), ``op`` transposing it when asked. A zero on the
+    diagonal gives inf and nan, as torch's. Row-major arrays read column-major are their
+    transposes: a left solve is BLAS's right solve, and a lower triangle its upper one."""
+    p, q = b.shape
+    if p == 0 or q == 0:
+        return
+    side = ord("R") if left else ord("L")
+    uplo = ord("U") if lower else ord("L")
+    _blas_trsm(side, uplo, _TRANS if trans else _NO_TRANS, ord("U") if unit else ord("N"),
+               q, p, 1.0, a, max(1, a.shape[1]), b, max(1, q))  # fmt: skip
+
+
 # The products gemm hands to loops of its own instead of BLAS: a matrix-vector product or an
 # outer product. OpenBLAS runs them through its gemm kernels (no gemv/ger redirect) and
 # buffer set-up: on an AMD EPYC (Zen, DYNAMIC_ARCH Haswell kernels) a 32x32 float64 matrix

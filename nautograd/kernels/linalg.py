@@ -14,7 +14,7 @@ import numpy as np
 
 from .._numba_setup import cached
 from . import _lapack
-from ._jit import KERNEL, assigning, bcast_offsets, gemm, kernel, saved, view
+from ._jit import KERNEL, assigning, bcast_offsets, gemm, kernel, saved, trsm, view
 from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
 from .index import expand as _expand
@@ -579,20 +579,25 @@ def square_backward(G, G2, go, gi, V, so, sa, ip, fp):
             grad_a[b * nn : (b + 1) * nn] += scale * np.linalg.inv(ab).T.copy().reshape(nn)
     else:
         # A = L L^T: grad_A = sym(L^-T Phi(L^T grad_L) L^-1), Phi: lower triangle, halved
-        # diagonal (Murray 2016, as torch's cholesky_backward)
+        # diagonal (Murray 2016, as torch's cholesky_backward), by two triangular solves
+        # where L^-1 and two products cost twice the flops (200 x 200: ~1.8 -> ~0.9 ms)
         r = saved(V, so, sa, 1, B * nn)
         g = view(G, go[0], B * nn)
+        phi = np.empty((n, n), grad_a.dtype)
         for b in range(B):
             lb = np.ascontiguousarray(r[b * nn : (b + 1) * nn].reshape((n, n)))
-            gb = g[b * nn : (b + 1) * nn].reshape((n, n))
-            phi = np.dot(lb.T, gb)
+            gb = np.ascontiguousarray(g[b * nn : (b + 1) * nn].reshape((n, n)))
+            gemm(phi, lb, gb, True, False, 0.0)
             for i in range(n):
                 phi[i, i] *= 0.5
                 for j in range(i + 1, n):
                     phi[i, j] = 0.0
-            li = np.linalg.inv(lb)
-            s = np.dot(np.dot(li.T, phi), li)
-            grad_a[b * nn : (b + 1) * nn] += (0.5 * (s + s.T)).reshape(nn)
+            trsm(phi, lb, True, True, True, False)  # L^-T Phi
+            trsm(phi, lb, False, False, True, False)  # (L^-T Phi) L^-1
+            ga = grad_a[b * nn : (b + 1) * nn].reshape((n, n))
+            for i in range(n):
+                for j in range(n):
+                    ga[i, j] += 0.5 * (phi[i, j] + phi[j, i])
 
 
 def _inv_forward(a):
@@ -849,48 +854,32 @@ def _solve_triangular_forward(a, b, upper, unitriangular=False):
 @kernel
 def solve_triangular_backward(G, G2, go, gi, V, so, sa, ip, fp):
     # X = A^-1 B with A's upper or lower triangle (unit diagonal if unitriangular):
-    # grad_B = A^-T grad (a substitution through A's triangle), grad_A = -grad_B X^T on
+    # grad_B = A^-T grad (a triangular solve through A's triangle), grad_A = -grad_B X^T on
     # that triangle (the entries A's solve never read get no gradient, as torch's)
     B, n, k, upper, unit = ip[0], ip[1], ip[2], ip[3], ip[4]
     nn, nk = n * n, n * k
     a = saved(V, so, sa, 0, B * nn)
     x = saved(V, so, sa, 1, B * nk)
     g = view(G, go[0], B * nk)
-    sol = np.empty((n, k), np.float64)
+    sol = np.empty((n, k), g.dtype)
+    outer = np.empty((n, n), g.dtype)
     for b in range(B):
-        ab = a[b * nn : (b + 1) * nn].reshape((n, n))
-        gb = g[b * nk : (b + 1) * nk].reshape((n, k))
-        # A^T is lower for an upper A: forward substitution, i ascending; else i descending
-        for s in range(n):
-            i = s if upper else n - 1 - s
-            for c in range(k):
-                sol[i, c] = gb[i, c]
-            lo, hi = (0, i) if upper else (i + 1, n)
-            for j in range(lo, hi):
-                aji = ab[j, i]
-                for c in range(k):
-                    sol[i, c] -= aji * sol[j, c]
-            if not unit:
-                d = ab[i, i]
-                for c in range(k):
-                    sol[i, c] /= d
+        ab = np.ascontiguousarray(a[b * nn : (b + 1) * nn].reshape((n, n)))
+        sol[:] = g[b * nk : (b + 1) * nk].reshape((n, k))
+        trsm(sol, ab, True, True, not upper, unit)  # A^-T grad, through A's triangle
         if gi[1] >= 0:
             grad_b = view(G, gi[1] + b * nk, nk)
-            for i in range(n):
-                for c in range(k):
-                    grad_b[i * k + c] += sol[i, c]
+            grad_b += sol.reshape(nk)
         if gi[0] >= 0:
-            xb = x[b * nk : (b + 1) * nk].reshape((n, k))
+            xb = np.ascontiguousarray(x[b * nk : (b + 1) * nk].reshape((n, k)))
+            gemm(outer, sol, xb, False, True, 0.0)
             grad_a = view(G, gi[0] + b * nn, nn)
             for i in range(n):
                 lo, hi = (i, n) if upper else (0, i + 1)
                 if unit:
                     lo, hi = (i + 1, n) if upper else (0, i)
                 for j in range(lo, hi):
-                    acc = 0.0
-                    for c in range(k):
-                        acc += sol[i, c] * xb[j, c]
-                    grad_a[i * n + j] -= acc
+                    grad_a[i * n + j] -= outer[i, j]
 
 
 def _solve_triangular_formula(ctx, grad):
