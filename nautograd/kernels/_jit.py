@@ -297,6 +297,51 @@ def trsm(b, a, left, trans, lower, unit):
                q, p, 1.0, a, max(1, a.shape[1]), b, max(1, q))  # fmt: skip
 
 
+# A solve's backward reuses its forward's LU factors (LAPACK getrs, in scipy's LAPACK)
+_GETRS_SYMBOLS = {"s": "nautograd_sgetrs", "d": "nautograd_dgetrs"}
+for _k, _name in _GETRS_SYMBOLS.items():
+    binding.add_symbol(
+        _name, get_cython_function_address("scipy.linalg.cython_lapack", _k + "getrs")
+    )
+
+
+@intrinsic
+def _lapack_getrs(typingctx, trans, n, nrhs, a, lda, ipiv, b, ldb, info):
+    """Column-major ``b = op(A)^-1 @ b`` from A's LU factors ``a`` and 1-based pivots
+    ``ipiv`` (int32), through the symbol bound above for ``b``'s dtype."""
+    dtype = b.dtype
+    name = _GETRS_SYMBOLS["s" if dtype == types.float32 else "d"]
+    sig = types.void(trans, n, nrhs, a, lda, ipiv, b, ldb, info)
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [_VOIDP] * 9), name
+        )
+        a = _CallArgs(context, builder, signature, args)
+
+        def ref(value):
+            return builder.bitcast(cgutils.alloca_once_value(builder, value), _VOIDP)
+
+        call_args = [ref(a.integer(0, _CHAR)), ref(a.integer(1, _I32)), ref(a.integer(2, _I32))]
+        call_args += [a.data(3), ref(a.integer(4, _I32)), a.data(5), a.data(6)]
+        call_args += [ref(a.integer(7, _I32)), a.data(8)]
+        builder.call(fn, call_args)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@numba.njit(inline="always")
+def lu_solve_t(b, lu, ipiv, info):
+    """``b = A^-T @ b`` in place for a C-contiguous ``b`` of shape (k, n) holding the n x k
+    right-hand side column by column (its column-major reading), from A's LU factors ``lu``
+    (n * n values, column-major, as LAPACK's getrf leaves them) and 1-based int32 pivots."""
+    k, n = b.shape
+    if k == 0 or n == 0:
+        return
+    _lapack_getrs(_TRANS, n, k, lu, max(1, n), ipiv, b, max(1, n), info)
+
+
 # The products gemm hands to loops of its own instead of BLAS: a matrix-vector product or an
 # outer product. OpenBLAS runs them through its gemm kernels (no gemv/ger redirect) and
 # buffer set-up: on an AMD EPYC (Zen, DYNAMIC_ARCH Haswell kernels) a 32x32 float64 matrix

@@ -71,16 +71,23 @@ def inv(a):
 
 
 def solve(a, b):
-    """X with ``a @ X = b`` per matrix (``b``: (..., n, k)); LinAlgError when singular."""
+    """X with ``a @ X = b`` per matrix (``b``: (..., n, k)); LinAlgError when singular.
+    Returns (X, the LU factors per matrix as LAPACK's column-major ones, flat, their 0-based
+    pivots as int64), which the backward reuses."""
     gesv = _funcs("gesv", a)
     out = np.empty(b.shape, a.dtype)
     flat = out.reshape((-1,) + b.shape[-2:])
+    n = a.shape[-1]
+    lus = np.empty((flat.shape[0], n * n), a.dtype)
+    pivots = np.empty((flat.shape[0], n), np.int64)
     for i, (m, rhs) in enumerate(zip(_batched(a), _batched(b), strict=True)):
-        _, _, x, info = gesv(m, rhs)
+        lu, piv, x, info = gesv(m, rhs)
         if info > 0:
             raise LinAlgError("Singular matrix")
         flat[i] = x
-    return out
+        lus[i] = lu.T.reshape(-1)  # (the transpose's C order is the factor's column order)
+        pivots[i] = piv
+    return out, lus, pivots
 
 
 def slogdet(a):
