@@ -216,9 +216,47 @@ class _CallArgs:
 # that one BLAS thread pool serves both passes: numpy's and scipy's OpenBLAS each spin a pool
 # of their own, and mixing the two made a 128x784x256 float32 product take 3.4 ms instead of
 # 0.44 ms on 2 cores.
-_GEMM_SYMBOLS = {"s": "nautograd_sgemm", "d": "nautograd_dgemm"}
-for _k, _name in _GEMM_SYMBOLS.items():
-    binding.add_symbol(_name, get_cython_function_address("scipy.linalg.cython_blas", _k + "gemm"))
+def _bind(library, routine):
+    """Bind scipy's float32 and float64 ``routine`` (``scipy.linalg.cython_<library>``) to
+    symbols of our own; returns them by dtype letter."""
+    symbols = {}
+    for k in "sd":
+        symbols[k] = name = f"nautograd_{k}{routine}"
+        address = get_cython_function_address(f"scipy.linalg.cython_{library}", k + routine)
+        binding.add_symbol(name, address)
+    return symbols
+
+
+def _fortran_call(symbols, kinds, dtype):
+    """The codegen of an intrinsic calling a routine bound by ``_bind`` for ``dtype``, every
+    argument by address as Fortran takes them: ``kinds`` has one letter an argument, "c" a
+    character, "i" a 32-bit int, "f" a number of ``dtype``, "p" an array's data."""
+    name = symbols["s" if dtype == types.float32 else "d"]
+
+    def codegen(context, builder, signature, args):
+        fn = cgutils.get_or_insert_function(
+            builder.module, ir.FunctionType(ir.VoidType(), [_VOIDP] * len(kinds)), name
+        )
+        a = _CallArgs(context, builder, signature, args)
+
+        def ref(value):
+            return builder.bitcast(cgutils.alloca_once_value(builder, value), _VOIDP)
+
+        call_args = []
+        for i, kind in enumerate(kinds):
+            if kind == "p":
+                call_args.append(a.data(i))
+            elif kind == "f":
+                call_args.append(ref(a.cast(i, dtype)))
+            else:
+                call_args.append(ref(a.integer(i, _CHAR if kind == "c" else _I32)))
+        builder.call(fn, call_args)
+        return context.get_dummy_value()
+
+    return codegen
+
+
+_GEMM_SYMBOLS = _bind("blas", "gemm")
 _NO_TRANS, _TRANS = ord("N"), ord("T")
 
 
@@ -226,59 +264,20 @@ _NO_TRANS, _TRANS = ord("N"), ord("T")
 def _blas_gemm(typingctx, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
     """Column-major ``c = alpha * op(a) @ op(b) + beta * c`` (Fortran BLAS: every argument by
     address, 32-bit sizes) through the symbol bound above for ``c``'s dtype."""
-    dtype = c.dtype
-    name = _GEMM_SYMBOLS["s" if dtype == types.float32 else "d"]
     sig = types.void(transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-
-    def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [_VOIDP] * 13), name
-        )
-        a = _CallArgs(context, builder, signature, args)
-
-        def ref(value):
-            return builder.bitcast(cgutils.alloca_once_value(builder, value), _VOIDP)
-
-        call_args = [ref(a.integer(0, _CHAR)), ref(a.integer(1, _CHAR))]
-        call_args += [ref(a.integer(i, _I32)) for i in (2, 3, 4)]
-        call_args += [ref(a.cast(5, dtype)), a.data(6), ref(a.integer(7, _I32))]
-        call_args += [a.data(8), ref(a.integer(9, _I32)), ref(a.cast(10, dtype)), a.data(11)]
-        builder.call(fn, call_args + [ref(a.integer(12, _I32))])
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return sig, _fortran_call(_GEMM_SYMBOLS, "cciiifpipifpi", c.dtype)
 
 
 # Triangular solves (the Cholesky factor's backward, solve_triangular's) in the same BLAS
-_TRSM_SYMBOLS = {"s": "nautograd_strsm", "d": "nautograd_dtrsm"}
-for _k, _name in _TRSM_SYMBOLS.items():
-    binding.add_symbol(_name, get_cython_function_address("scipy.linalg.cython_blas", _k + "trsm"))
+_TRSM_SYMBOLS = _bind("blas", "trsm")
 
 
 @intrinsic
 def _blas_trsm(typingctx, side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb):
     """Column-major ``b = alpha * op(a)^-1 @ b`` (side "L") or ``alpha * b @ op(a)^-1``
     ("R"), ``a`` triangular, through the symbol bound above for ``b``'s dtype."""
-    dtype = b.dtype
-    name = _TRSM_SYMBOLS["s" if dtype == types.float32 else "d"]
     sig = types.void(side, uplo, transa, diag, m, n, alpha, a, lda, b, ldb)
-
-    def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [_VOIDP] * 11), name
-        )
-        a = _CallArgs(context, builder, signature, args)
-
-        def ref(value):
-            return builder.bitcast(cgutils.alloca_once_value(builder, value), _VOIDP)
-
-        call_args = [ref(a.integer(i, _CHAR)) for i in (0, 1, 2, 3)]
-        call_args += [ref(a.integer(4, _I32)), ref(a.integer(5, _I32)), ref(a.cast(6, dtype))]
-        call_args += [a.data(7), ref(a.integer(8, _I32)), a.data(9), ref(a.integer(10, _I32))]
-        builder.call(fn, call_args)
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return sig, _fortran_call(_TRSM_SYMBOLS, "cccciifpipi", b.dtype)
 
 
 @numba.njit(inline="always")
@@ -298,37 +297,15 @@ def trsm(b, a, left, trans, lower, unit):
 
 
 # A solve's backward reuses its forward's LU factors (LAPACK getrs, in scipy's LAPACK)
-_GETRS_SYMBOLS = {"s": "nautograd_sgetrs", "d": "nautograd_dgetrs"}
-for _k, _name in _GETRS_SYMBOLS.items():
-    binding.add_symbol(
-        _name, get_cython_function_address("scipy.linalg.cython_lapack", _k + "getrs")
-    )
+_GETRS_SYMBOLS = _bind("lapack", "getrs")
 
 
 @intrinsic
 def _lapack_getrs(typingctx, trans, n, nrhs, a, lda, ipiv, b, ldb, info):
     """Column-major ``b = op(A)^-1 @ b`` from A's LU factors ``a`` and 1-based pivots
     ``ipiv`` (int32), through the symbol bound above for ``b``'s dtype."""
-    dtype = b.dtype
-    name = _GETRS_SYMBOLS["s" if dtype == types.float32 else "d"]
     sig = types.void(trans, n, nrhs, a, lda, ipiv, b, ldb, info)
-
-    def codegen(context, builder, signature, args):
-        fn = cgutils.get_or_insert_function(
-            builder.module, ir.FunctionType(ir.VoidType(), [_VOIDP] * 9), name
-        )
-        a = _CallArgs(context, builder, signature, args)
-
-        def ref(value):
-            return builder.bitcast(cgutils.alloca_once_value(builder, value), _VOIDP)
-
-        call_args = [ref(a.integer(0, _CHAR)), ref(a.integer(1, _I32)), ref(a.integer(2, _I32))]
-        call_args += [a.data(3), ref(a.integer(4, _I32)), a.data(5), a.data(6)]
-        call_args += [ref(a.integer(7, _I32)), a.data(8)]
-        builder.call(fn, call_args)
-        return context.get_dummy_value()
-
-    return sig, codegen
+    return sig, _fortran_call(_GETRS_SYMBOLS, "ciipippip", b.dtype)
 
 
 @numba.njit(inline="always")
