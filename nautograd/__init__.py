@@ -32,8 +32,8 @@ from .autograd.grad_mode import (  # noqa: E402
     no_grad,
     set_grad_enabled,
 )
-from .creation import (
-    BoolTensor,  # noqa: E402
+from .creation import (  # noqa: E402
+    BoolTensor,
     ByteTensor,
     CharTensor,
     DoubleTensor,

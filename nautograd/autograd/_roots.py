@@ -6,6 +6,10 @@ import numpy as np
 from ..graph.tape import current_tape
 from ..tensor import Tensor, _accumulator, _accumulator_on, _wrap
 
+# scheduler.prepare's size bound for leaves that get a gradient buffer of their own, when
+# none does (read once: np.iinfo per backward cost ~5 us)
+NO_OWN_BUFFER = int(np.iinfo(np.int64).max)
+
 
 def _size(shape):
     return f"torch.Size({list(shape)})"

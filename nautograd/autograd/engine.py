@@ -26,7 +26,7 @@ from ..kernels.registry import compiling, kernel_table, load_kernels
 from ..tensor import Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
-from ._roots import prepare
+from ._roots import NO_OWN_BUFFER, prepare
 from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 from .graph import GradientEdge, edge_tensor, unpack_checked
@@ -56,7 +56,6 @@ def _as_tuple(x):
 # array of its own, which becomes its .grad (no copy out of the arena); smaller leaves share
 # one copy of the arena's tail (one allocation for the scalar DAG's 100 leaves).
 OWN_BUFFER = 4096
-_NO_OWN_BUFFER = int(np.iinfo(np.int64).max)  # (np.iinfo per call: ~5 us)
 # Gradient arenas smaller than this (elements) are zero-filled up front rather than tracked
 # buffer by buffer (see _execute)
 FILL_BELOW = 1 << 16
@@ -118,7 +117,7 @@ def _execute(
             tape.edge_input_nr,
             tape.out_ptr,
             tape.out_numel,
-            OWN_BUFFER if own_leaves else _NO_OWN_BUFFER,
+            OWN_BUFFER if own_leaves else NO_OWN_BUFFER,
             tape.op,
             table,
         )
@@ -680,7 +679,6 @@ def _run_tensor_hooks(tape, per_output, node, buf_off, fresh, G64, G32):
     consumer wrote is zeroed first: ``run`` hands PY nodes over before zeroing them)."""
     if not per_output:
         return
-
     for k, entry in list(per_output.items()):
         if type(k) is not int:  # (the node's own hooks: "pre", "post")
             continue
@@ -770,7 +768,6 @@ def _accumulate_leaves(tape, buf_off, G64, G32, tails, leaves, own, undefined=()
 def _accumulate_hooked(leaf, g):
     """AccumulateGrad of a leaf whose node has hooks: tensor hooks, the node's prehooks,
     the accumulation, post-accumulate-grad hooks, the node's posthooks (torch's order)."""
-
     if leaf._hooks:
         g = run_hooks(leaf._hooks, g)
     (value,) = run_node_prehooks(leaf._acc_hooks["pre"], (_wrap(np.array(g)),))

@@ -25,13 +25,11 @@ from ..kernels import OPS
 from ..kernels.registry import kernel_table
 from ..tensor import FUNCTIONS, Tensor, _wrap
 from ._errors import RELEASED_MSG, modified_inplace
-from ._roots import prepare
+from ._roots import NO_OWN_BUFFER, prepare
 from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 from .grad_mode import _state as _grad_state
 from .hooks import run_node_posthooks, run_node_prehooks, run_tensor_hooks
-
-_NO_OWN_BUFFER = int(np.iinfo(np.int64).max)
 
 W2 = (
     "Using backward() with create_graph=True will create a reference cycle between the "
@@ -215,7 +213,7 @@ def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, ac
     root_nodes = np.array([e[0] for e in root_edges], np.int64)
     state = scheduler.prepare(
         n, root_nodes, tnodes, mode, tape.flags, tape.edge_ptr, tape.edge_node,
-        tape.edge_input_nr, tape.out_ptr, tape.out_numel, _NO_OWN_BUFFER, tape.op,
+        tape.edge_input_nr, tape.out_ptr, tape.out_numel, NO_OWN_BUFFER, tape.op,
         kernel_table(),
     )[0]  # fmt: skip
     order = np.flatnonzero(state)[::-1].tolist()

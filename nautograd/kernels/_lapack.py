@@ -16,7 +16,7 @@ _FUNCS = {}
 
 
 def _funcs(name, a, library=lapack):
-    key = (name, a.dtype.char)
+    key = (library.__name__, name, a.dtype.char)
     f = _FUNCS.get(key)
     if f is None:
         get = lapack.get_lapack_funcs if library is lapack else blas.get_blas_funcs
