@@ -235,9 +235,10 @@ class Tensor:
         from .autograd.graph import make_node
 
         tape = self._tape
-        if tape.batch is not None:  # (a deferred node's Python entries come with its run)
-            tape.run_batch()
-        return make_node(tape, tape.h2node[self._h])
+        with tape.lock:
+            if tape.batch is not None:  # (a deferred node's Python entries come with its run)
+                tape.run_batch()
+            return make_node(tape, tape.h2node[self._h])
 
     @property
     def grad(self):
@@ -295,8 +296,9 @@ class Tensor:
 
         self._retains = True
         tape = self._tape
-        node = tape.h2node[self._h]
-        tape.retained.setdefault(node, {})[self._out] = weakref.ref(self)
+        with tape.lock:
+            node = tape.h2node[self._h]
+            tape.retained.setdefault(node, {})[self._out] = weakref.ref(self)
 
     @property
     def retains_grad(self):
@@ -1197,6 +1199,23 @@ def _run(op, args, arrays, dt, rg, kwargs):
             _made_in_inference_mode(t, args)
         return t
     tape = current_tape()
+    # under the tape's lock: another thread may be running a backward of its graphs, or
+    # recording on it (an uncontended RLock costs ~0.1 us)
+    lock = tape.lock
+    lock.acquire()
+    try:
+        return _record(tape, op, args, arrays, result, saved, ip, fp, kwargs, multi)
+    except _OtherTape as e:
+        other = e.tape  # inputs in another thread's graph: the node goes there
+    finally:
+        lock.release()
+    with other.lock:
+        return _record(other, op, args, arrays, result, saved, ip, fp, kwargs, multi)
+
+
+def _record(tape, op, args, arrays, result, saved, ip, fp, kwargs, multi):
+    """Record the node of ``op`` (its forward gave ``result``, ``saved``, attributes ``ip``
+    and ``fp``) on ``tape``, whose lock the caller holds; its output tensor(s)."""
     k = len(args)
     # tape.reserve(k + 1), called only when it has work (a reset, growth, a flush every 256
     # nodes: reserve()'s own conditions, which this must follow): the call alone cost ~0.3 us
@@ -1475,6 +1494,19 @@ def _share_versions(outs, args, arrays):
             t._vc = vc
 
 
+class _OtherTape(RuntimeError):
+    """An op's input is in a graph of another tape than the one it records on: ``_run``
+    records the op there instead (a thread extends another thread's graph), and raises this
+    if the inputs' graphs are on two tapes."""
+
+    def __init__(self, tape, name):
+        super().__init__(
+            f"{name}: the inputs were recorded on two threads' tapes (one on another thread's "
+            "tape); an op cannot join the graphs of two threads"
+        )
+        self.tape = tape
+
+
 def _edges_into(tape, args, name, enodes, enrs):
     """Append the next edges of a node recorded on ``tape`` with inputs ``args`` to the lists
     ``enodes`` (node ids) and ``enrs`` (input numbers): node -1 for an input that does not
@@ -1489,10 +1521,7 @@ def _edges_into(tape, args, name, enodes, enrs):
         elif x._h >= 0:
             if x._tape is not tape:
                 del enodes[start:], enrs[start:]
-                raise RuntimeError(
-                    f"{name}: an input was recorded on another thread's tape; graphs cannot "
-                    "span threads"
-                )
+                raise _OtherTape(x._tape, name)
             enodes.append(tape.h2node[x._h])
             enrs.append(x._out)
         elif x._acc_tape is tape:  # the leaf's AccumulateGrad node (_accumulator's hit)
@@ -1696,7 +1725,14 @@ def _force(t):
     The value is a copy out of the batch's store (a view would keep the whole store alive),
     except for the outputs of an op that gives runs of its input (unbind): views of that
     input's value, as torch's are."""
+    with t._b.tape.lock:  # (another thread may be running the batch or moving its nodes)
+        return _force_locked(t)
+
+
+def _force_locked(t):
     b = t._b
+    if b is None:  # (forced by another thread meanwhile)
+        return t._data
     if b.S is None:
         b.tape.run_batch()
     src = t._src
@@ -1769,6 +1805,16 @@ def _lazy(op, args, kwargs):
         return None
     else:
         seq = args
+    lock = tape.lock  # (see _run: a backward on another thread may be reading the tape)
+    lock.acquire()
+    try:
+        return _lazy_locked(op, tape, seq, kwargs)
+    finally:
+        lock.release()
+
+
+def _lazy_locked(op, tape, seq, kwargs):
+    """``_lazy`` for the inputs ``seq``, on ``tape``, whose lock the caller holds."""
     if tape.running:
         return None
     shapes = []
@@ -1927,16 +1973,22 @@ def _lazy1(op, x, kwargs, seq=None):
         hit = tape.fast.get(key)
     except TypeError:  # an unhashable attribute: the eager path raises the op's error
         return None
-    if hit is None or tape.n >= b.stop:
+    if hit is None:
         return None
-    if seq is not None:
-        row[0] = hit[0]
-        return _emit(tape, b, hit, row, kwargs, x)
-    hid, out, size, multi, meta, _ = hit
-    if multi:
-        return _emit(tape, b, hit, (hid, x._v), kwargs, x)
-    b.rows += (hid, x._v)
-    return _result(tape, b, out, meta, kwargs)
+    b.busy = 1  # (before the test of room: see Batch.busy)
+    try:
+        if tape.n >= b.stop:
+            return None
+        if seq is not None:
+            row[0] = hit[0]
+            return _emit(tape, b, hit, row, kwargs, x)
+        hid, out, size, multi, meta, _ = hit
+        if multi:
+            return _emit(tape, b, hit, (hid, x._v), kwargs, x)
+        b.rows += (hid, x._v)
+        return _result(tape, b, out, meta, kwargs)
+    finally:
+        b.busy = 0
 
 
 def _unary_fast(op, first, general):
@@ -1985,35 +2037,39 @@ def _unary_fast(op, first, general):
             if hit is None:
                 return general(*args)
             last[0] = (fast, shape, kw, hit)
-        if tape.n >= b.stop:
-            return general(*args)
-        hid, out, size, multi, meta, _ = hit
-        b.rows += (hid, x._v)
-        # _result, inlined (as in _binary_fast): the call cost ~50 ns of an op's ~0.8 us
-        node = tape.n
+        b.busy = 1  # (before the test of room: see Batch.busy)
         try:
-            tape.n = _NEXT[node]
-        except IndexError:
-            tape.n = node + 1
-        b.meta.append(meta)
-        if kw is not None:
-            b.kwargs[node] = kw
-        if multi:
-            return _runs(tape, b, node, out, x)
-        t = _new(_Lazy)
-        t._b = b
-        t._v = v = b.nv
-        try:
-            b.nv = _NEXT[v]
-        except IndexError:
-            b.nv = v + 1
-        t._shape = out
-        t._src = None
-        t._rg = True
-        t._tape = tape
-        t._out = 0
-        t._vc = None
-        return t
+            if tape.n < b.stop:
+                hid, out, size, multi, meta, _ = hit
+                b.rows += (hid, x._v)
+                # _result, inlined (as in _binary_fast): the call cost ~50 ns of an op's ~0.8 us
+                node = tape.n
+                try:
+                    tape.n = _NEXT[node]
+                except IndexError:
+                    tape.n = node + 1
+                b.meta.append(meta)
+                if kw is not None:
+                    b.kwargs[node] = kw
+                if multi:
+                    return _runs(tape, b, node, out, x)
+                t = _new(_Lazy)
+                t._b = b
+                t._v = v = b.nv
+                try:
+                    b.nv = _NEXT[v]
+                except IndexError:
+                    b.nv = v + 1
+                t._shape = out
+                t._src = None
+                t._rg = True
+                t._tape = tape
+                t._out = 0
+                t._vc = None
+                return t
+        finally:
+            b.busy = 0
+        return general(*args)
 
     return f
 
@@ -2065,63 +2121,66 @@ def _binary_fast(op, reflected=False, fallback=False):
             if hit is None:
                 return apply(op, x, y) if fallback else None
             last[0] = (fast, sx, sy, hit)
-        if tape.n >= b.stop:
-            return apply(op, x, y) if fallback else None
-        hid, out, size, multi, meta, saves = hit
-        # (the import's entry read here: a new input, the RNN's x_t, skips _reuse's call)
-        if tx is _Lazy:
-            vx = x._v
-        else:
-            try:
-                seen = x._imp
-            except AttributeError:  # (a tensor made without it; see Tensor)
-                seen = None
-            vx = (
-                -1
-                if seen is None or seen[0] is not b.token
-                else _reuse(tape, b, x, saves & 1, seen)
-            )
-            if vx < 0:
-                vx = _import_new(tape, b, x, saves & 1)
-                if vx < 0:
-                    return apply(op, x, y) if fallback else None
-        if ty is _Lazy:
-            vy = y._v
-        else:
-            try:
-                seen = y._imp
-            except AttributeError:  # (a tensor made without it; see Tensor)
-                seen = None
-            vy = (
-                -1
-                if seen is None or seen[0] is not b.token
-                else _reuse(tape, b, y, saves & 2, seen)
-            )
-            if vy < 0:
-                vy = _import_new(tape, b, y, saves & 2)
-                if vy < 0:
-                    return apply(op, x, y) if fallback else None
-        if multi:
-            return _emit(tape, b, hit, (hid, vx, vy), None, x)
-        b.rows += (hid, vx, vy)
-        # _result, inlined: the call cost ~50 ns of an op's ~0.8 us (mul of two deferred scalars)
-        b.meta.append(meta)
-        t = _new(_Lazy)
-        t._b = b
-        t._v = v = b.nv
-        try:  # (ids from _NEXT: see there)
-            b.nv = _NEXT[v]
-            tape.n = _NEXT[tape.n]
-        except IndexError:
-            b.nv = v + 1
-            tape.n += 1
-        t._shape = out
-        t._src = None
-        t._rg = True
-        t._tape = tape
-        t._out = 0
-        t._vc = None
-        return t
+        b.busy = 1  # (before the test of room: see Batch.busy)
+        try:
+            if tape.n < b.stop:
+                hid, out, size, multi, meta, saves = hit
+                # (the import's entry read here: a new input, the RNN's x_t, skips _reuse)
+                if tx is _Lazy:
+                    vx = x._v
+                else:
+                    try:
+                        seen = x._imp
+                    except AttributeError:  # (a tensor made without it; see Tensor)
+                        seen = None
+                    vx = (
+                        -1
+                        if seen is None or seen[0] is not b.token
+                        else _reuse(tape, b, x, saves & 1, seen)
+                    )
+                    if vx < 0:
+                        vx = _import_new(tape, b, x, saves & 1)
+                if ty is _Lazy:
+                    vy = y._v
+                elif vx < 0:
+                    vy = -1
+                else:
+                    try:
+                        seen = y._imp
+                    except AttributeError:  # (a tensor made without it; see Tensor)
+                        seen = None
+                    vy = (
+                        -1
+                        if seen is None or seen[0] is not b.token
+                        else _reuse(tape, b, y, saves & 2, seen)
+                    )
+                    if vy < 0:
+                        vy = _import_new(tape, b, y, saves & 2)
+                if vx >= 0 and vy >= 0:  # (else an input the batch cannot take)
+                    if multi:
+                        return _emit(tape, b, hit, (hid, vx, vy), None, x)
+                    b.rows += (hid, vx, vy)
+                    # _result, inlined: the call cost ~50 ns of an op's ~0.8 us
+                    b.meta.append(meta)
+                    t = _new(_Lazy)
+                    t._b = b
+                    t._v = v = b.nv
+                    try:  # (ids from _NEXT: see there)
+                        b.nv = _NEXT[v]
+                        tape.n = _NEXT[tape.n]
+                    except IndexError:
+                        b.nv = v + 1
+                        tape.n += 1
+                    t._shape = out
+                    t._src = None
+                    t._rg = True
+                    t._tape = tape
+                    t._out = 0
+                    t._vc = None
+                    return t
+        finally:
+            b.busy = 0
+        return apply(op, x, y) if fallback else None
 
     return lazy2
 

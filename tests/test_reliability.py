@@ -531,6 +531,102 @@ def test_concurrent_backward_into_one_leaf_loses_no_update(n):
     np.testing.assert_array_equal(w.grad.numpy(), np.full(n, 200.0))
 
 
+def _owner_and_guest(lib, dtype, create_graph, backward, function):
+    """The main thread records graphs and hands them to a second thread, which
+    differentiates them while the main thread keeps recording and differentiating its own;
+    returns (main thread's gradients, second thread's gradients) as numpy arrays."""
+    w = lib.tensor(np.linspace(0.1, 1.0, 16), dtype=dtype, requires_grad=True)
+    x = lib.tensor(np.linspace(0.2, 2.0, 16), dtype=dtype, requires_grad=True)
+
+    class Square(lib.autograd.Function):
+        @staticmethod
+        def forward(ctx, a):
+            ctx.save_for_backward(a)
+            return a * a
+
+        @staticmethod
+        def backward(ctx, grad):
+            (a,) = ctx.saved_tensors
+            return 2.0 * a * grad
+
+    def graph(i):
+        h = (x * (0.1 * i + 1.0)).exp() * w
+        return (Square.apply(h) if function else h).sum()
+
+    graphs = [graph(i) for i in range(30)]
+    theirs, errors = [], []
+
+    def guest():
+        try:
+            for y in graphs:
+                if create_graph:
+                    (g,) = lib.autograd.grad(y, x, create_graph=True)
+                    (gg,) = lib.autograd.grad((g * g).sum(), x)
+                    theirs.append(np.concatenate([g.detach().numpy(), gg.numpy()]))
+                else:
+                    (g,) = lib.autograd.grad(y, x)
+                    theirs.append(g.numpy().copy())
+        except Exception as e:  # (reported by the main thread)
+            errors.append(e)
+
+    t = threading.Thread(target=guest)
+    t.start()
+    ours = []
+    for k in range(120):
+        z = (w * w.sin() * (k + 1.0)).tanh().sum()
+        if backward:
+            w.grad = None
+            z.backward()
+            ours.append(w.grad.numpy().copy())
+        else:
+            ours.append(lib.autograd.grad(z, w)[0].numpy().copy())
+    t.join()
+    assert not errors, errors
+    return np.array(ours), np.array(theirs)
+
+
+@pytest.mark.parametrize(
+    "dtype, create_graph, backward, function",
+    [
+        ("float64", False, False, False),  # (small float64: the deferred forward)
+        ("float32", False, True, False),
+        ("float64", True, False, False),
+        ("float64", False, True, True),
+        ("float32", True, False, True),
+    ],
+)
+def test_a_second_thread_differentiating_a_graph_while_its_thread_keeps_recording_is_exact(
+    dtype, create_graph, backward, function
+):
+    # (main thread: wrong gradients, or internal errors that left the tape broken)
+    ours, theirs = _owner_and_guest(ng, getattr(ng, dtype), create_graph, backward, function)
+    t_ours, t_theirs = _owner_and_guest(
+        torch, getattr(torch, dtype), create_graph, backward, function
+    )
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(ours, t_ours, rtol=tol, atol=tol)
+    np.testing.assert_allclose(theirs, t_theirs, rtol=tol, atol=tol)
+    q = ng.tensor([1.0, 2.0], requires_grad=True)  # (the tape is still whole)
+    (q * q).sum().backward()
+    np.testing.assert_array_equal(q.grad.numpy(), [2.0, 4.0])
+
+
+def test_an_op_joining_graphs_of_two_threads_raises():
+    box = {}
+
+    def other():
+        box["y"] = ng.tensor([1.0, 2.0], requires_grad=True) * 3.0
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    x = ng.tensor([0.5, 1.5], requires_grad=True)
+    with pytest.raises(RuntimeError, match="two threads' tapes"):
+        x.exp() * box["y"]
+    (box["y"] * x).sum().backward()  # (a leaf joins either graph)
+    np.testing.assert_allclose(x.grad.numpy(), [3.0, 6.0])
+
+
 # -- memory -------------------------------------------------------------------------------------
 
 

@@ -4,7 +4,7 @@ gradients made (PyTorch's _make_grads), and the tape edges of the roots and targ
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import Tensor, _accumulator, _accumulator_on, _wrap
+from ..tensor import Tensor, _accumulator, _accumulator_on, _Lazy, _wrap
 
 # scheduler.prepare's size bound for leaves that get a gradient buffer of their own, when
 # none does (read once: np.iinfo per backward cost ~5 us)
@@ -71,6 +71,15 @@ def edge(tape, t):
     return _accumulator_on(tape, t), 0
 
 
+def roots_tape(roots):
+    """The tape a backward from ``roots`` runs on: the first recorded root's (whichever
+    thread recorded it), else this thread's (roots that are all leaves)."""
+    for t in roots:
+        if isinstance(t, Tensor) and t._rg and (type(t) is _Lazy or t._h >= 0):
+            return t._tape
+    return current_tape()
+
+
 def prepare(roots, grads, targets, as_tensors=False):
     """Check the roots and make their gradients; returns (tape, root gradients, root edges,
     target edges or None) with the tape flushed."""
@@ -82,7 +91,7 @@ def prepare(roots, grads, targets, as_tensors=False):
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
             )
     root_grads = _make_grads(roots, grads, as_tensors)
-    tape = next((t._tape for t in roots if t._h >= 0), None) or current_tape()
+    tape = roots_tape(roots)
     tape.reserve(len(roots) + 1)
     for t in roots:
         if t._h < 0:  # a leaf root: its gradient goes straight to its AccumulateGrad

@@ -26,10 +26,10 @@ from ..kernels.registry import compiling, kernel_table, load_kernels
 from ..tensor import Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
-from ._roots import NO_OWN_BUFFER, prepare
+from ._roots import NO_OWN_BUFFER, prepare, roots_tape
 from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
-from .graph import GradientEdge, edge_tensor, unpack_checked
+from .graph import GradientEdge, Node, edge_tensor, unpack_checked
 from .hooks import run_hooks, run_node_posthooks, run_node_prehooks, run_tensor_hooks
 
 # scratch for the gi of a node handed back to run in parts: nodes of up to 16 inputs
@@ -882,7 +882,36 @@ def queue_callback(callback):
     callbacks.append(callback)
 
 
+def _on_roots_tape(roots_name):
+    """Make ``run_backward`` (backward, grad) hold the lock of the tape its roots (argument
+    ``roots_name``) were recorded on: the thread that owns the tape may go on recording
+    meanwhile, and other threads may differentiate its graphs as well (see Tape.lock)."""
+
+    def wrap(run_backward):
+        @functools.wraps(run_backward)
+        def locked(*args, **kwargs):
+            roots = args[0] if args else kwargs.get(roots_name)
+            if not isinstance(roots, (tuple, list, dict)):
+                roots = (roots,)
+            elif isinstance(roots, dict):
+                roots = tuple(roots.values())
+            tape = None
+            for t in roots:
+                if isinstance(t, GradientEdge) and isinstance(t.node, Node):
+                    tape = t.node._tape
+                    break
+            else:
+                tape = roots_tape(roots)
+            with tape.lock:
+                return run_backward(*args, **kwargs)
+
+        return locked
+
+    return wrap
+
+
 @_graph_task
+@_on_roots_tape(roots_name="tensors")
 def backward(
     tensors,
     grad_tensors=None,
@@ -972,6 +1001,7 @@ def _unused_inputs(targets, result, allow_unused, materialize_grads, create_grap
 
 
 @_graph_task
+@_on_roots_tape(roots_name="outputs")
 def grad(
     outputs,
     inputs,

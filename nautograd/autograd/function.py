@@ -424,37 +424,44 @@ def _record(ctx, args, output):
         layout.append((len(diff), a.shape, a.dtype))
         diff.append(t)
     ctx._outputs = layout
-    tape = current_tape()
-    _reserve(tape, len(args) + 2)
-    # one edge per tensor argument, as torch's next_functions
-    tensors = [x for x in args if isinstance(x, Tensor)]
-    enodes, enrs = _edges(tape, tensors, name)
-    inputs = []  # per argument: None (not a tensor) or (edge index, shape, dtype, needs grad)
-    edge = 0
-    for x in args:
-        if isinstance(x, Tensor):
-            inputs.append((edge, x._data.shape, x._data.dtype, x._rg))
-            edge += 1
-        else:
-            inputs.append(None)
-    ctx._inputs = inputs
-    node = tape.record_python(ctx, dtype == np.float32, enodes, enrs, [t._data.size for t in diff])
-    # the results: fresh tensors become the node's outputs; an input returned as it is (and
-    # not dirty) or a tensor already in a graph is returned as a new tensor sharing its memory
-    made = {}  # id of a differentiable output -> the tensor returned for it
-    for k, t in enumerate(diff):
-        old = -1
-        if dirty and _is_one_of(t, dirty):
-            r, old = t, t._h  # the input itself, moved to this node
-            r._bump()
-        elif t._h >= 0 or t._rg or _is_one_of(t, args):
-            r = t.detach()
-        else:
-            r = t
-        r._rg, r._tape, r._h, r._out = True, tape, tape.new_handle(node), k
-        if old >= 0:  # (after the new handle: the tape's live count never reaches 0 here)
-            tape.drop_handle(old)
-        made[id(t)] = r
+    # the tape of the inputs' graph (another thread's, when they were recorded there), else
+    # this thread's; under its lock, as every recorded op (tensor._run)
+    tape = next((x._tape for x in args if isinstance(x, Tensor) and x._h >= 0), None)
+    if tape is None:
+        tape = current_tape()
+    with tape.lock:
+        _reserve(tape, len(args) + 2)
+        # one edge per tensor argument, as torch's next_functions
+        tensors = [x for x in args if isinstance(x, Tensor)]
+        enodes, enrs = _edges(tape, tensors, name)
+        inputs = []  # per argument: None (not a tensor) or (edge index, shape, dtype, needs grad)
+        edge = 0
+        for x in args:
+            if isinstance(x, Tensor):
+                inputs.append((edge, x._data.shape, x._data.dtype, x._rg))
+                edge += 1
+            else:
+                inputs.append(None)
+        ctx._inputs = inputs
+        node = tape.record_python(
+            ctx, dtype == np.float32, enodes, enrs, [t._data.size for t in diff]
+        )
+        # the results: fresh tensors become the node's outputs; an input returned as it is (and
+        # not dirty) or a tensor already in a graph is returned as a new tensor sharing its memory
+        made = {}  # id of a differentiable output -> the tensor returned for it
+        for k, t in enumerate(diff):
+            old = -1
+            if dirty and _is_one_of(t, dirty):
+                r, old = t, t._h  # the input itself, moved to this node
+                r._bump()
+            elif t._h >= 0 or t._rg or _is_one_of(t, args):
+                r = t.detach()
+            else:
+                r = t
+            r._rg, r._tape, r._h, r._out = True, tape, tape.new_handle(node), k
+            if old >= 0:  # (after the new handle: the tape's live count never reaches 0 here)
+                tape.drop_handle(old)
+            made[id(t)] = r
     if multi:
         result = tuple(made.get(id(t), t) if isinstance(t, Tensor) else t for t in outs)
     else:

@@ -20,7 +20,17 @@ import warnings
 import numpy as np
 
 from ..graph import scheduler
-from ..graph.tape import ACC, ANOMALY, F32, HAS_SAVED, PY, RELEASED, address_of
+from ..graph.tape import (
+    ACC,
+    ANOMALY,
+    F32,
+    HAS_SAVED,
+    PY,
+    RELEASED,
+    address_of,
+    recording_on,
+    restore_recording,
+)
 from ..kernels import OPS
 from ..kernels.registry import kernel_table
 from ..tensor import FUNCTIONS, Tensor, _wrap
@@ -190,6 +200,8 @@ def execute(roots, grads, retain_graph, targets, accumulate):
     state = _grad_state
     enabled = state.enabled
     state.enabled = True
+    # another thread's graph (the caller holds its tape's lock): the formulas record there
+    before = recording_on(tape) if tape is not state.tape else None
     state.recording = state.tape
     tape.running += 1  # node ids stay put while the formulas record
     try:
@@ -199,6 +211,8 @@ def execute(roots, grads, retain_graph, targets, accumulate):
         tape.running -= 1
         state.enabled = enabled
         state.recording = state.tape if enabled else None  # (as grad_mode._set)
+        if before is not None:
+            restore_recording(before)
 
 
 def _walk(tape, roots, root_edges, root_grads, targets, target_edges, retain, accumulate):

@@ -35,12 +35,13 @@ def register_tensor_hook(t, hook):
         t._hooks.append(hook)
         return RemovableHandle(t._hooks, hook)
     tape = t._tape
-    tape.flush()
-    node = tape.h2node[t._h]
-    per_output = tape.hooks.setdefault(node, {})
-    shape, fns = per_output.setdefault(t._out, (t._data.shape, []))
-    fns.append(hook)
-    tape.flags[node] |= PY
+    with tape.lock:  # (another thread may be running a backward on this tape)
+        tape.flush()
+        node = tape.h2node[t._h]
+        per_output = tape.hooks.setdefault(node, {})
+        shape, fns = per_output.setdefault(t._out, (t._data.shape, []))
+        fns.append(hook)
+        tape.flags[node] |= PY
     return RemovableHandle(fns, hook)
 
 

@@ -17,6 +17,7 @@ changed. ``x[index] = value`` is the same replacement on ``x`` (or on its base).
 
 import numpy as np
 
+from ..graph.tape import current_tape
 from ..tensor import Tensor, _filled, _index_arrays, _Lazy, _take_place, _wrap
 from .grad_mode import is_grad_enabled, no_grad
 
@@ -70,6 +71,14 @@ def _check_view(x):
 def modify(x, name, compute, reads_self=None):
     """Record ``x <- compute(x)`` as the in-place op ``name``; returns ``x``. ``compute``
     gets a tensor with ``x``'s value and place in the graph and returns the new value."""
+    # under the lock of x's tape, as every recorded op (tensor._run): handles and version
+    # entries change here
+    tape = x._tape if type(x) is _Lazy or x._h >= 0 else current_tape()
+    with tape.lock:
+        return _modify(x, name, compute, reads_self)
+
+
+def _modify(x, name, compute, reads_self):
     if reads_self is None:
         reads_self = name not in _READS_NOTHING
     base = base_of(x)

@@ -28,9 +28,11 @@ saved by address) live in the list ``obj``. Tensors that point into the tape hol
 touching the tensors.
 """
 
+import functools
 import os
 import struct
 import threading
+import time
 import traceback
 import weakref
 
@@ -220,6 +222,17 @@ _COLS = (
 )
 
 
+def _locked(method):
+    """``method`` holding the tape's lock (re-entrant: most callers hold it already)."""
+
+    @functools.wraps(method)
+    def locked(self, *args):
+        with self.lock:
+            return method(self, *args)
+
+    return locked
+
+
 class Tape:
     """One thread's recorded graph. See the module docstring for the layout."""
 
@@ -254,6 +267,7 @@ class Tape:
         # (acc_live: its size, for the check tensor.py makes inline on every recorded op)
         self.acc_handles = {}
         self.acc_live = 0
+        self._acc_dropped = []  # (see drop_acc_handle)
         self.heavy = []  # nodes holding arrays by address, released after backward
         self.retained = {}  # node -> {output_nr: weakref to a tensor that retains grad}
         self.hooks = {}  # node -> {output_nr: (shape, [hook, ...])}: tensor hooks (PY nodes)
@@ -285,6 +299,14 @@ class Tape:
         self.ran_nv = None
         self.epoch = 0  # compactions so far (a batch's node ids hold within one epoch)
         self._acc_ck = None  # (see reset_keeping_accumulators)
+        # held while anything reads or changes the tape: each recorded op (tensor.py), each
+        # backward or grad() from start to end (autograd/engine.py), whichever thread runs
+        # it; so another thread can differentiate this thread's graphs while it records
+        # (re-entrant: a hook or a custom Function's backward records while its backward runs)
+        self.lock = threading.RLock()
+        # the thread that records on it (whose tape it is): only it compacts the tape, as
+        # its own unlocked steps (a handle taken or given back) must not meet a renumbering
+        self.owner = threading.get_ident()
         self._new_pending()
 
     def grad_arenas(self, n64, n32):
@@ -334,11 +356,17 @@ class Tape:
         setattr(self, name, self._grown(getattr(self, name), need))
         return getattr(self, name)
 
+    @_locked
     def reserve(self, k):
         """Make room for ``k`` more nodes. Call before computing edges: it may compact, or
         reset a tape that no tensor references any more."""
         if self.batch is not None:  # its nodes come first (they are numbered already)
             self.run_batch()
+        while self._acc_dropped:
+            h = self._acc_dropped.pop()
+            del self.acc_handles[h]
+            self.acc_live -= 1
+            self.drop_handle(h)
         if self.live == self.acc_live and self.restart_due():
             # here, not when the last handle drops: a tensor's __del__ runs wherever the
             # garbage collector strikes, and a reset halfway through record() (a collection
@@ -352,7 +380,12 @@ class Tape:
         self.flush()
         # many nodes but few live handles: most of the tape is unreachable, sweep it
         # (not while a backward walks the columns: a Python node may record and reserve)
-        if self.n >= 1024 and self.live < self.n // 4 and not self.running:
+        if (
+            self.n >= 1024
+            and self.live < self.n // 4
+            and not self.running
+            and threading.get_ident() == self.owner
+        ):
             self.compact()
             if self.n + k < len(self.op) * 3 // 4:
                 return
@@ -468,6 +501,7 @@ class Tape:
         self.n = i + 1
         return i
 
+    @_locked
     def flush(self):
         """Move pending nodes into the numpy columns (one bulk conversion a column)."""
         if self.batch is not None:
@@ -555,12 +589,20 @@ class Tape:
             self.fast[fk + (tuple(kwargs.items()),) if kwargs else fk] = hit
         return hit
 
+    @_locked
     def run_batch(self):
         """Run the pending batch (graph/deferred.py): values into its store, nodes into the
         columns, then the Python per-node lists."""
         from . import deferred
 
         b = self.batch
+        # no room left in it for the fast paths (tensor.py), then wait for the owner's op that
+        # may be adding to it (another thread runs a batch too, holding the lock)
+        b.stop = -1
+        while b.busy:
+            if threading.get_ident() == self.owner:  # (its own op cannot be halfway)
+                raise RuntimeError("nautograd internal error: a batch run inside its fast path")
+            time.sleep(0)
         self.batch = None
         nodes = self.n - b.n0
         if not nodes and not b.rows:
@@ -613,7 +655,6 @@ class Tape:
         if nodes:  # (its results' nodes: kept while it lives, see ``batches``)
             self.batches[weakref.ref(b, self._batch_died)] = nodes
         b.S = S
-        b.stop = -1  # (the fast paths' test of an open batch, tensor.py)
         b.voff = voff
         b.vnode = vnode
         b.base = b.n0  # (vnode's numbering)
@@ -750,9 +791,18 @@ class Tape:
         return h
 
     def drop_acc_handle(self, h):
-        del self.acc_handles[h]
-        self.acc_live -= 1
-        self.drop_handle(h)
+        """Give back a leaf's AccumulateGrad handle. A dying leaf's ``__del__`` calls this on
+        any thread: when another thread holds the lock, waiting could deadlock (that thread
+        may wait for one this thread holds), so the next ``reserve()`` gives it back."""
+        if not self.lock.acquire(blocking=False):
+            self._acc_dropped.append(h)
+            return
+        try:
+            del self.acc_handles[h]
+            self.acc_live -= 1
+            self.drop_handle(h)
+        finally:
+            self.lock.release()
 
     # -- reclamation ----------------------------------------------------------------------
 
@@ -928,7 +978,7 @@ class Batch:
     __slots__ = (
         "tape", "n0", "rows", "nv", "arrays", "nimp", "meta", "objs",
         "kwargs", "out_shapes", "watch", "token", "changes0", "S", "voff", "sptr", "snode",
-        "epoch", "addrs", "base", "stop", "vnode", "__weakref__",
+        "epoch", "addrs", "base", "stop", "vnode", "busy", "__weakref__",
     )  # fmt: skip
 
     def __init__(self, tape):
@@ -937,6 +987,9 @@ class Batch:
         # each value's node, counts from it; tensor.py _force); ``stop``: the node at
         # which it runs (tensor.py sets it)
         self.n0 = self.base = self.stop = tape.n
+        # 1 while the owner's fast path (tensor.py) adds an op to it, which takes no lock: it
+        # sets this, then tests ``stop``; run_batch sets ``stop`` to -1, then waits for 0
+        self.busy = 0
         self.rows = []
         self.nv = 0
         self.arrays = []
@@ -988,6 +1041,28 @@ _state = _State()
 
 
 _local = threading.local()
+
+
+def recording_on(tape):
+    """Make ``tape`` (another thread's, whose lock the caller holds) this thread's tape, for
+    a create_graph backward of its graph: the formulas record where the graph is. Returns
+    what ``restore_recording`` takes to undo it."""
+    before = (getattr(_local, "tape", None), _state.tape)
+    _local.tape = _state.tape = tape
+    if _state.enabled:
+        _state.recording = tape
+    return before
+
+
+def restore_recording(before):
+    """Undo ``recording_on``."""
+    local, state = before
+    if local is None:
+        del _local.tape
+    else:
+        _local.tape = local
+    _state.tape = state
+    _state.recording = state if _state.enabled else None
 
 
 def current_tape():
