@@ -655,6 +655,8 @@ class Tensor:
         recorded in-place op ``name``: ``compute(self)`` is its out-of-place result."""
         if self._check_inplace(other):
             return _inplace().modify(self, name, compute, reads_self)
+        if FORWARD_AD[0]:  # (a tangent, if self or other has one, changes too)
+            return _inplace().run(self, name, (other,), compute)
         value = other._data if isinstance(other, Tensor) else other
         f(self._data, value, out=self._data, casting="same_kind")
         self._bump()
@@ -862,6 +864,16 @@ def _take_place(t, result):
     t._tape, t._out, t._h = result._tape, result._out, result._h
     result._h = -1
     t._rg = True
+    if FORWARD_AD[0]:  # (forward AD: the tangent comes with the new value)
+        _take_tangent(t, result)
+
+
+def _take_tangent(t, result):
+    tangent = result.__dict__.get("_fw")
+    if tangent is None:
+        t.__dict__.pop("_fw", None)
+    else:
+        FORWARD_AD_ATTACH[0](t, tangent)
 
 
 def _filled(x, value):
@@ -992,6 +1004,10 @@ def _engine_backward():
 
 def apply(op, *args, **kwargs):
     """Run ``op`` on tensors / arrays / numbers and record it for backward when needed."""
+    if FORWARD_AD[0]:
+        t = FORWARD_AD_APPLY[0](op, args, kwargs)
+        if t is not NOT_HANDLED:
+            return t
     if op.lazy is not None and DEFER[0] and (not args or _deferrable(args)):
         t = _lazy(op, args, kwargs)
         if t is not None:
@@ -1638,6 +1654,14 @@ def _drop_accumulators(leaf):
 
 # ---------------------------------------------------------------------------------------------
 # the deferred forward (graph/deferred.py, docs/architecture.md "The deferred forward")
+
+# forward-mode AD (autograd/forward_ad.py): True while a dual level is open, when ``apply``
+# hands each op to FORWARD_AD_APPLY[0] first (which returns NOT_HANDLED where no input has a
+# tangent); one list read an op otherwise
+FORWARD_AD = [False]
+FORWARD_AD_APPLY = [None]
+FORWARD_AD_ATTACH = [None]
+NOT_HANDLED = object()
 
 # on unless NAUTOGRAD_DEFER=0 (a list: tests and benchmarks switch it)
 DEFER = [os.environ.get("NAUTOGRAD_DEFER", "1") != "0"]

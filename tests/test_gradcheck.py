@@ -198,9 +198,8 @@ def test_check_batched_grad_runs_batched_cotangents():
 
 def test_unsupported_checks_say_so():
     x = ng.tensor(X, requires_grad=True)
-    for kw in ({"check_forward_ad": True}, {"check_batched_forward_grad": True}):
-        with pytest.raises(NotImplementedError):
-            ng.autograd.gradcheck(lambda x: x * 2, (x,), **kw)
+    with pytest.raises(NotImplementedError, match="vmap"):
+        ng.autograd.gradcheck(lambda x: x * 2, (x,), check_batched_forward_grad=True)
     with pytest.raises(AssertionError, match="Expected at least one of check_fwd_over_rev"):
         ng.autograd.gradgradcheck(lambda x: x * 2, (x,), check_rev_over_rev=False)
 

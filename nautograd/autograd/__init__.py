@@ -1,6 +1,6 @@
 """The torch.autograd surface."""
 
-from . import anomaly_mode, functional, graph  # noqa: F401
+from . import anomaly_mode, forward_ad, functional, graph  # noqa: F401
 from .anomaly_mode import (
     detect_anomaly,
     is_anomaly_check_nan_enabled,

@@ -4,7 +4,7 @@ gradients made (PyTorch's _make_grads), and the tape edges of the roots and targ
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import Tensor, _accumulator, _accumulator_on, _Lazy, _wrap
+from ..tensor import FORWARD_AD, Tensor, _accumulator, _accumulator_on, _Lazy, _wrap
 
 # scheduler.prepare's size bound for leaves that get a gradient buffer of their own, when
 # none does (read once: np.iinfo per backward cost ~5 us)
@@ -90,6 +90,13 @@ def prepare(roots, grads, targets, as_tensors=False):
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
             )
+    if FORWARD_AD[0] and any(t.__dict__.get("_fw") is not None for t in roots):
+        raise NotImplementedError(
+            "backward from a tensor that carries a forward-mode tangent (forward over "
+            "reverse) is not supported yet: the backward pass would drop the tangents. Take "
+            "the reverse-mode derivative outside the dual level, or differentiate the "
+            "tangent instead (reverse over forward)"
+        )
     root_grads = _make_grads(roots, grads, as_tensors)
     tape = roots_tape(roots)
     tape.reserve(len(roots) + 1)

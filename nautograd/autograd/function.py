@@ -17,7 +17,8 @@ import warnings
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import SAVED_HOOKS_OPEN, Tensor, _edges, _reserve, _wrap
+from ..tensor import FORWARD_AD, SAVED_HOOKS_OPEN, Tensor, _edges, _reserve, _wrap
+from . import forward_ad
 from ._errors import RELEASED_MSG, modified_inplace
 from .grad_mode import _state as _grad_state
 from .grad_mode import is_grad_enabled, no_grad
@@ -40,6 +41,11 @@ class FunctionCtx:
     _non_differentiable = ()
     materialize_grads = True
     needs_input_grad = ()
+
+    def save_for_forward(self, *tensors):
+        """Save tensors for ``jvp`` (forward-mode AD); ``jvp`` reads them as
+        ``ctx.saved_tensors``."""
+        self._fw_save = tensors
 
     def save_for_backward(self, *tensors):
         """Save tensors (or None) for ``backward``; read them back as ``ctx.saved_tensors``."""
@@ -288,7 +294,8 @@ class Function(metaclass=FunctionMeta):
 
     @staticmethod
     def jvp(ctx, *grad_inputs):
-        """The forward-mode rule (not supported yet: nautograd has no forward-mode AD)."""
+        """The forward-mode rule: the tangents of the outputs from those of the inputs (one
+        per ``forward`` argument; None for non-tensors), for ``autograd.forward_ad``."""
         raise NotImplementedError(
             "You must implement the jvp function for custom autograd.Function to use it with "
             "forward mode AD."
@@ -324,8 +331,16 @@ class Function(metaclass=FunctionMeta):
             ctx.needs_input_grad = (False,) * len(args)
         state.enabled = False  # forward runs with grad mode off
         state.recording = None
+        dual = FORWARD_AD[0] and _carries_tangents(args)
         try:
-            if separate:
+            if dual:  # (the forward sees primals, as torch's)
+                with forward_ad.primals_only():
+                    output = cls.forward(*args, **kwargs) if separate else None
+                    if separate:
+                        cls.setup_context(ctx, args, output)
+                    else:
+                        output = cls.forward(ctx, *args, **kwargs)
+            elif separate:
                 output = cls.forward(*args, **kwargs)
                 cls.setup_context(ctx, args, output)
             else:
@@ -334,9 +349,39 @@ class Function(metaclass=FunctionMeta):
             state.enabled = enabled
             # (derived, as grad_mode._set does: the forward may have made the thread's tape)
             state.recording = state.tape if enabled else None
-        if not record:
-            return output
-        return _record(ctx, args, output)
+        tangents = _output_tangents(cls, ctx, args) if dual else None
+        result = _record(ctx, args, output) if record else output
+        if tangents is not None:
+            forward_ad.attach_outputs(result, tangents)
+        return result
+
+
+def _carries_tangents(args):
+    return any(isinstance(x, Tensor) and x.__dict__.get("_fw") is not None for x in args)
+
+
+def _output_tangents(cls, ctx, args):
+    """The outputs' tangents from the Function's ``jvp`` (torch's message if it has none)."""
+    tangents = []
+    for x in args:
+        if not isinstance(x, Tensor):
+            tangents.append(None)
+            continue
+        t = x.__dict__.get("_fw")
+        if t is None and x._data.dtype.kind == "f":
+            t = _wrap(np.zeros(x.shape, x._data.dtype))
+        tangents.append(t)
+    saved = ctx.__dict__.get("_fw_save")
+    before = ctx.__dict__.get("_to_save")
+    if saved is not None:  # (ctx.saved_tensors in jvp: what save_for_forward kept)
+        ctx._to_save = saved
+    try:
+        with forward_ad.primals_only():
+            out = cls.jvp(ctx, *tangents)
+    finally:
+        if saved is not None:
+            ctx._to_save = before if before is not None else ()
+    return out
 
 
 _TWICE = "trying to differentiate twice a function that was marked with @once_differentiable"

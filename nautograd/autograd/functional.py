@@ -250,10 +250,7 @@ def jacobian(
                 '`strategy="forward-mode"` are not supported together (yet). Please either set '
                 '`create_graph=False` or `strategy="reverse-mode"`.'
             )
-        raise NotImplementedError(
-            'jacobian(strategy="forward-mode"): nautograd has no forward-mode AD yet; use '
-            '"reverse-mode"'
-        )
+        return _jacfwd(func, inputs, strict, vectorize)
     if vectorize and strict:
         raise RuntimeError(
             "torch.autograd.functional.jacobian: `strict=True` and `vectorized=True` are not "
@@ -301,6 +298,58 @@ def jacobian(
         return _unpack(jac, (is_outputs_tuple, is_inputs_tuple))
 
 
+def _jacfwd(func, inputs, strict, vectorize):
+    """jacobian(strategy="forward-mode"): one forward AD evaluation per input element, each
+    giving a column of every output's Jacobian (torch batches them with vmap)."""
+    from . import forward_ad as fw
+
+    if strict:
+        raise RuntimeError(
+            "torch.autograd.functional.jacobian: `strict=True` and "
+            '`strategy="forward-mode"` are not supported together (yet). Please either set '
+            '`strict=False` or `strategy="reverse-mode"`.'
+        )
+    if not vectorize:
+        raise NotImplementedError(
+            "Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
+            "only implemented for `vectorize=True`."
+        )
+    is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
+    columns = None  # [output][input] -> list of tangents, one per input element
+    outputs = None
+    for j, x in enumerate(inputs):
+        for k in range(x.numel()):
+            e = np.zeros(x.numel(), x._data.dtype)
+            e[k] = 1
+            with fw.dual_level():
+                args = [
+                    fw.make_dual(y, _wrap(e.reshape(y.shape))) if i == j else y
+                    for i, y in enumerate(inputs)
+                ]
+                is_outputs_tuple, out = _as_tuple(func(*args), "outputs", "jacobian")
+                if outputs is None:
+                    outputs = [fw.unpack_dual(o).primal.detach() for o in out]
+                    columns = [[[] for _ in inputs] for _ in out]
+                for o_idx, o in enumerate(out):
+                    tangent = fw.unpack_dual(o).tangent
+                    columns[o_idx][j].append(
+                        _wrap(np.zeros(o.shape, o._data.dtype)) if tangent is None else tangent
+                    )
+    jac = []
+    for o_idx, out in enumerate(outputs):
+        per_input = []
+        for j, x in enumerate(inputs):
+            cols = columns[o_idx][j]
+            if not cols:  # (an input with no elements)
+                per_input.append(_wrap(np.zeros(out.shape + x.shape, out._data.dtype)))
+                continue
+            a = np.stack([c._data.reshape(-1) for c in cols], axis=-1)  # (out numel, in numel)
+            per_input.append(_wrap(a.reshape(out.shape + x.shape)))
+        jac.append(per_input)
+    # (lists, as torch's forward mode returns them, where its reverse mode gives tuples)
+    return _unpack(jac, (is_outputs_tuple, is_inputs_tuple))
+
+
 def _stack(rows, shape, inp):
     from ..tensor import FUNCTIONS
 
@@ -337,6 +386,9 @@ def hessian(
         return out.reshape(())
 
     def jac_func(*inp):
+        if outer_jacobian_strategy == "forward-mode":
+            # (as torch: inputs that require grad keep their tangent through _preprocess)
+            inp = tuple(t.requires_grad_(True) for t in inp)
         jac = jacobian(single_output, inp, create_graph=True)
         _check_requires_grad(jac, "jacobian", strict)
         return jac

@@ -435,9 +435,54 @@ def _gradcheck_helper(func, inputs, eps, atol, rtol, nondet_tol, check_undefined
     return True
 
 
-def _no_forward_ad(name, flag):
+def _forward_jacobian(func, inputs):
+    """``[input i][output o]``: (input numel, output numel) arrays of tangents, one forward
+    AD evaluation per input element (the basis tangent e_k in row k)."""
+    from . import forward_ad as fw
+
+    diff = _diff_inputs(inputs)
+    result = []
+    for t in diff:
+        columns = None
+        for k in range(t.numel()):
+            e = np.zeros(t.numel(), t._data.dtype)
+            e[k] = 1
+            with fw.dual_level():
+                dual = fw.make_dual(t.detach(), _wrap(e.reshape(t.shape)))
+                args = [dual if x is t else x for x in inputs]
+                outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
+                tangents = []
+                for o in outs:
+                    tangent = fw.unpack_dual(o).tangent
+                    tangents.append(
+                        np.zeros(o.numel()) if tangent is None else tangent._data.reshape(-1)
+                    )
+            if columns is None:
+                columns = [np.zeros((t.numel(), len(x))) for x in tangents]
+            for jac, x in zip(columns, tangents, strict=True):
+                jac[k] = x
+        result.append(columns or [])
+    return result
+
+
+def _check_forward_ad(func, inputs, func_out, eps, rtol, atol):
+    """torch's check_forward_ad: the Jacobian from forward AD against finite differences."""
+    numerical = _numerical_jacobian(func, inputs, eps)
+    forward = _forward_jacobian(func, inputs)
+    keep = _positions(func_out)
+    for i, (per_num, per_fwd) in enumerate(zip(numerical, forward, strict=True)):
+        for o_idx, k in enumerate(keep):
+            a, n = per_fwd[k], per_num[k]
+            if not np.allclose(a, n, rtol, atol):
+                raise GradcheckError(
+                    f"Jacobian computed with forward mode mismatch for output {o_idx:d} with "
+                    f"respect to input {i:d},\nnumerical:{_wrap(n)}\nanalytical:{_wrap(a)}\n"
+                )
+
+
+def _no_forward_ad(name, flag, needs):
     raise NotImplementedError(
-        f"{name}({flag}=True) needs forward-mode AD, which nautograd does not have yet"
+        f"{name}({flag}=True) needs {needs}, which nautograd does not have yet"
     )
 
 
@@ -468,20 +513,27 @@ def gradcheck(
     ``allclose(analytical, numerical, rtol, atol)``. ``fast_mode=True`` compares
     ``v^T J u`` for random unit ``u``, ``v`` instead of whole Jacobians. Returns True, or
     raises ``GradcheckError`` (returns False instead with ``raise_exception=False``).
-    The forward-mode checks raise NotImplementedError (nautograd has no forward AD yet).
+    ``check_forward_ad=True`` also compares the Jacobian that forward-mode AD gives
+    (``autograd.forward_ad``), column by column, with the finite differences.
     """
-    if check_forward_ad:
-        _no_forward_ad("gradcheck", "check_forward_ad")
     if check_batched_forward_grad:
-        _no_forward_ad("gradcheck", "check_batched_forward_grad")
+        _no_forward_ad("gradcheck", "check_batched_forward_grad", "vmap over tangents")
     args = (func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, check_grad_dtypes,
             check_batched_grad, check_backward_ad, fast_mode)  # fmt: skip
+
+    def run():
+        _gradcheck_helper(*args)
+        if check_forward_ad:
+            tupled = _as_tuple(inputs)
+            _check_forward_ad(func, tupled, func(*tupled), eps, rtol, atol)
+        return True
+
     if not raise_exception:
         try:
-            return _gradcheck_helper(*args)
+            return run()
         except GradcheckError:
             return False
-    return _gradcheck_helper(*args)
+    return run()
 
 
 def gradgradcheck(
@@ -520,7 +572,9 @@ def gradgradcheck(
             "Setting check_batched_grad=True requires check_rev_over_rev to be True"
         )
     if check_fwd_over_rev:
-        _no_forward_ad("gradgradcheck", "check_fwd_over_rev")
+        _no_forward_ad(
+            "gradgradcheck", "check_fwd_over_rev", "tangents through a create_graph backward"
+        )
     tupled_inputs = _as_tuple(inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(0)

@@ -18,7 +18,16 @@ changed. ``x[index] = value`` is the same replacement on ``x`` (or on its base).
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import Tensor, _filled, _index_arrays, _Lazy, _take_place, _wrap
+from ..tensor import (
+    FORWARD_AD,
+    Tensor,
+    _filled,
+    _index_arrays,
+    _Lazy,
+    _take_place,
+    _take_tangent,
+    _wrap,
+)
 from .grad_mode import is_grad_enabled, no_grad
 
 # in-place ops whose backward does not read the input's old value: their node needs no copy
@@ -143,6 +152,8 @@ def _snapshot(x):
     """A tensor with ``x``'s place in the graph and a copy of its value, for the node of an
     in-place op that saves its input: ``x``'s own memory is about to change."""
     t = _wrap(x._data.copy())
+    if FORWARD_AD[0] and x.__dict__.get("_fw") is not None:  # (the tangent comes along)
+        _take_tangent(t, x)
     if x._rg and x._h >= 0:
         tape = x._tape
         t._rg = True
@@ -335,4 +346,6 @@ def run(x, name, operands, compute, reads_self=None):
         result = _conform(x, result, name)
     _write(x, result._data)
     x._bump()
+    if FORWARD_AD[0]:  # (forward AD: x's tangent becomes the result's, as torch's)
+        _take_tangent(x, result)
     return x

@@ -401,6 +401,7 @@ def broadcast_formula(partials):
             for d, shape, need in zip(ds, shapes, ctx.needs_input_grad, strict=True)
         )
 
+    formula.partials = partials  # (forward AD's tangent: the partials times the tangents)
     return formula
 
 
@@ -464,6 +465,7 @@ mul = _binary_op(
     int_ok=True,
     lazy=(_binary_spec("mul", 3), mul_lazy),
     doc="Elementwise product input * other, broadcast.",
+    jvp="bilinear",
 )
 div = _binary_op(
     "div",
@@ -630,6 +632,7 @@ add = defop(
     cases=_BINARY_CASES + [Case(((3,), (3,)), {"alpha": 2.5})],
     lazy=(_binary_spec("add", 0, alpha=True), add_lazy),
     doc="input + alpha * other, elementwise and broadcast.",
+    jvp="linear",
 )
 sub = defop(
     "sub",
@@ -644,6 +647,7 @@ sub = defop(
     cases=_BINARY_CASES + [Case(((3,), (3,)), {"alpha": -0.5})],
     lazy=(_binary_spec("sub", 0, alpha=True), sub_lazy),
     doc="input - alpha * other, elementwise and broadcast.",
+    jvp="linear",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -746,6 +750,7 @@ to_copy = defop(
         Case(((2, 3),), {"dtype": np.float32}),
         Case(((2, 3),), {"dtype": np.float64}),
     ],
+    jvp="linear",
 )
 
 
@@ -779,6 +784,7 @@ clone = defop(
     int_ok=True,
     cases=[Case(((2, 3),))],
     doc="A copy of input; the gradient passes through unchanged.",
+    jvp="linear",
 )
 
 # ---------------------------------------------------------------------------------------------

@@ -353,6 +353,7 @@ index_view = defop(
         Case(((4, 5),), {"index": (slice(4, 1),)}),  # empty
         Case(((4, 5),), {"index": (-1, slice(None, None, 3))}),
     ],
+    jvp="linear",
 )
 index_rows = defop(
     "_index_rows",
@@ -367,6 +368,7 @@ index_rows = defop(
         Case(((4,),), {"rows": np.array([1, 1, 3])}),
         Case(((4, 5),), {"rows": np.array([], np.int64)}),  # empty
     ],
+    jvp="linear",
 )
 index_take = defop(
     "_index_take",
@@ -381,6 +383,7 @@ index_take = defop(
         Case(((3, 4),), {"index": "mask(3, 4)"}),
         Case(((3, 4),), {"index": (np.array([], np.int64),)}),  # empty
     ],
+    jvp="linear",
 )
 
 
@@ -440,6 +443,7 @@ expand = _view_op(
         "A view of input broadcast to size (-1 keeps a dimension); the gradient sums "
         "over the broadcast dimensions."
     ),
+    jvp="linear",
 )
 broadcast_to = _view_op(
     "broadcast_to",
@@ -447,6 +451,7 @@ broadcast_to = _view_op(
     methods=("broadcast_to",),
     cases=[Case(((4,),), {"size": (3, 4)})],
     doc="input broadcast to size, as expand.",
+    jvp="linear",
 )
 
 
@@ -465,6 +470,7 @@ flip = _view_op(
     methods=("flip",),
     cases=[Case(((3, 4),), {"dims": (0,)}), Case(((2, 3, 4),), {"dims": (-1, 0)})],
     doc="input reversed along each of dims.",
+    jvp="linear",
 )
 
 
@@ -494,6 +500,7 @@ narrow = _view_op(
         Case(((3, 6),), {"dim": -1, "start": -4, "length": 2}),
     ],
     doc="The view input[..., start:start + length, ...] along dim.",
+    jvp="linear",
 )
 
 
@@ -516,6 +523,7 @@ diagonal = _view_op(
         Case(((2, 3, 4),), {"offset": 1, "dim1": 2, "dim2": 0}),
     ],
     doc="The diagonal of input with the given offset between dimensions dim1 and dim2, as a view.",
+    jvp="linear",
 )
 
 
@@ -542,6 +550,7 @@ movedim = _view_op(
         Case(((2, 3, 4),), {"source": (0, 1), "destination": (2, 0)}),
     ],
     doc="input with dimension(s) source moved to position(s) destination.",
+    jvp="linear",
 )
 
 
@@ -575,6 +584,7 @@ unfold = _view_op(
         "Every slice of length size along dimension, taken every step elements, as a "
         "new last dimension."
     ),
+    jvp="linear",
 )
 
 
@@ -610,6 +620,7 @@ windows = _view_op(
         Case(((2, 7),), {"dims": (1,), "sizes": (3,), "steps": (2,), "dilations": (1,)}),
         Case(((1, 6, 5),), {"dims": (1, 2), "sizes": (2, 3), "steps": (1, 2), "dilations": (2, 1)}),
     ],
+    jvp="linear",
 )
 
 
@@ -635,6 +646,7 @@ roll = _take_op(
     methods=("roll",),
     cases=[Case(((3, 4),), {"shifts": 2}), Case(((3, 4),), {"shifts": (1, -1), "dims": (0, 1)})],
     doc="input rolled by shifts along dims (elements leaving one end re-enter at the other).",
+    jvp="linear",
 )
 
 
@@ -657,6 +669,7 @@ repeat = _take_op(
     functions=(),
     cases=[Case(((2, 3),), {"repeats": (2, 1, 2)})],
     doc="input tiled repeats times along each dimension.",
+    jvp="linear",
 )
 tile = _take_op(
     "tile",
@@ -664,6 +677,7 @@ tile = _take_op(
     methods=("tile",),
     cases=[Case(((2, 3),), {"dims": (2,)}), Case(((3,),), {"dims": (2, 2)})],
     doc="input tiled dims times along each dimension (leading ones added as in torch.tile).",
+    jvp="linear",
 )
 
 
@@ -684,6 +698,7 @@ index_select = _take_op(
         Case(((4, 3),), {"dim": -1, "index": [2]}),
     ],
     doc="The entries of input at positions index along dim.",
+    jvp="linear",
 )
 
 
@@ -713,6 +728,7 @@ gather = _take_op(
         Case(((3, 4),), {"dim": 0, "index": [[2, 0, 1, 1]]}),
     ],
     doc="``result[i][j] = input[index[i][j]][j]`` for dim=0, and likewise along any dim.",
+    jvp="linear",
 )
 
 
@@ -746,6 +762,7 @@ take_along_dim = _take_op(
         Case(((3, 4),), {"indices": [5, 0, 11]}),
     ],
     doc="The entries of input at indices along dim (over the flattened input when dim is None).",
+    jvp="linear",
 )
 
 
@@ -799,6 +816,7 @@ tril = _take_op(
         "The lower triangle of the last two dimensions of input (above the given "
         "diagonal set to 0)."
     ),
+    jvp="linear",
 )
 triu = _take_op(
     "triu",
@@ -810,6 +828,7 @@ triu = _take_op(
         "The upper triangle of the last two dimensions of input (below the given "
         "diagonal set to 0)."
     ),
+    jvp="linear",
 )
 
 
@@ -838,6 +857,7 @@ diag = _take_op(
         "A 1-D input as the given diagonal of a square matrix, or the given diagonal "
         "of a 2-D input."
     ),
+    jvp="linear",
 )
 
 
@@ -957,6 +977,7 @@ scatter_add = defop(
         Case(((3, 4), (3, 2)), {"dim": 1, "index": [[0, 0], [3, 1], [2, 2]]}),
     ],
     doc="input with src added at index along dim (repeated positions accumulate).",
+    jvp="linear",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -1031,6 +1052,7 @@ split_with_sizes = defop(
         Case(((3, 7),), {"dim": 1, "sections": (3, 0, 4)}),
         Case(((2, 6, 3),), {"dim": 1, "sections": (1, 5)}),
     ],
+    jvp="linear",
 )
 
 

@@ -309,6 +309,7 @@ matmul = defop(
         "vectors are promoted and removed again, leading dimensions broadcast as "
         "batches."
     ),
+    jvp="bilinear",
 )
 
 
@@ -367,6 +368,7 @@ mm = defop(
     cases=_CASES[:1],
     lazy=(_matmul_spec("mm", (2, 2)), matmul_lazy),
     doc="The product of two matrices.",
+    jvp="bilinear",
 )
 bmm = defop(
     "bmm",
@@ -378,6 +380,7 @@ bmm = defop(
     methods=("bmm",),
     cases=[Case(((2, 3, 4), (2, 4, 5)))],
     doc="The products of two batches of matrices, (b, n, m) @ (b, m, p).",
+    jvp="bilinear",
 )
 mv = defop(
     "mv",
@@ -390,6 +393,7 @@ mv = defop(
     cases=_CASES[2:3],
     lazy=(_matmul_spec("mv", (2, 1)), matmul_lazy),
     doc="The product of a matrix and a vector.",
+    jvp="bilinear",
 )
 dot = defop(
     "dot",
@@ -402,6 +406,7 @@ dot = defop(
     cases=_CASES[3:4],
     lazy=(_matmul_spec("dot", (1, 1)), matmul_lazy),
     doc="The inner product of two vectors.",
+    jvp="bilinear",
 )
 
 
@@ -495,6 +500,7 @@ linear_mm = defop(
     functions=(),
     node_name="MmBackward0",
     cases=[Case(((4, 3), (5, 3))), Case(((1, 7), (2, 7)))],
+    jvp="bilinear",
 )
 linear_addmm = defop(
     "_linear_bias",
@@ -505,6 +511,7 @@ linear_addmm = defop(
     functions=(),
     node_name="AddmmBackward0",
     cases=[Case(((4, 3), (5, 3), (5,))), Case(((3, 2), (4, 2), (1,)))],
+    jvp="bilinear",
 )
 
 
@@ -525,6 +532,7 @@ outer = defop(
     functions=("outer", "ger"),
     cases=[Case(((3,), (4,)))],
     doc="The outer product of two vectors, result[i, j] = input[i] * other[j].",
+    jvp="bilinear",
 )
 
 # ---------------------------------------------------------------------------------------------

@@ -187,6 +187,8 @@ def unary(
         **kw,
     )
     op.d = d  # (the derivative, for forward-mode rules and tests)
+    op.tensor_d = tensor_d or d  # (the same on tensors: forward AD's t * d)
+    op.select = select or zero
     return op
 
 
@@ -226,6 +228,7 @@ neg = unary(
     methods=("neg", "negative"),
     int_ok=True,
     doc="-input.",
+    jvp="linear",
 )
 abs_ = unary(
     "abs",

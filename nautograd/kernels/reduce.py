@@ -310,6 +310,7 @@ sum_ = defop(
     int_ok=True,
     lazy=(_sum_spec(False), sum_lazy),
     doc="The sum of input over dim (every element when dim is None).",
+    jvp="linear",
 )
 mean = defop(
     "mean",
@@ -319,6 +320,7 @@ mean = defop(
     cases=_CASES,
     lazy=(_sum_spec(True), sum_lazy),
     doc="The mean of input over dim (every element when dim is None).",
+    jvp="linear",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -756,6 +758,7 @@ take_flat = defop(
     node_name="MaxBackward0",
     cases=[Case(((3, 4),), {"index": [[0, 5], [11, 0]]})],
     int_ok=True,
+    jvp="linear",
 )
 
 
@@ -985,6 +988,7 @@ cumsum = _scan_op(
     cases=[Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": 0}), Case(((),), {"dim": 0})],
     int_ok=True,
     doc="The running sum of input along dim.",
+    jvp="linear",
 )
 cumprod = _scan_op(
     "cumprod",

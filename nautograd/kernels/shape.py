@@ -60,6 +60,7 @@ reshape = defop(
         "input with a new shape of the same number of elements (-1 infers one "
         "dimension); a view when possible."
     ),
+    jvp="linear",
 )
 view_ = defop(
     "view",
@@ -74,6 +75,7 @@ view_ = defop(
     doc=(
         "A view of input with a new shape of the same number of elements (-1 infers one dimension)."
     ),
+    jvp="linear",
 )
 
 
@@ -96,6 +98,7 @@ flatten = defop(
     methods=("flatten",),
     cases=[Case(((2, 3, 4),)), Case(((2, 3, 4),), {"start_dim": 1})],
     doc="input with dimensions start_dim to end_dim merged into one.",
+    jvp="linear",
 )
 
 
@@ -112,6 +115,7 @@ unsqueeze = defop(
     methods=("unsqueeze",),
     cases=[Case(((3, 4),), {"dim": 1}), Case(((3,),), {"dim": -1})],
     doc="A view of input with a dimension of size 1 inserted at dim.",
+    jvp="linear",
 )
 
 
@@ -134,6 +138,7 @@ squeeze = defop(
     methods=("squeeze",),
     cases=[Case(((3, 1, 4, 1),)), Case(((3, 1, 4),), {"dim": 1}), Case(((3, 4),), {"dim": 0})],
     doc="A view of input without its dimensions of size 1 (only dim when given).",
+    jvp="linear",
 )
 
 
@@ -190,6 +195,7 @@ permute = defop(
     methods=("permute",),
     cases=[Case(((2, 3, 4),), {"dims": (2, 0, 1)})],
     doc="A view of input with its dimensions in the order dims.",
+    jvp="linear",
 )
 
 
@@ -214,6 +220,7 @@ transpose = defop(
     functions=("transpose", "swapaxes"),
     cases=[Case(((3, 4),), {"dim0": 0, "dim1": 1}), Case(((2, 3, 4),), {"dim0": -1, "dim1": 0})],
     doc="A view of input with dimensions dim0 and dim1 swapped.",
+    jvp="linear",
 )
 
 
@@ -234,6 +241,7 @@ t = defop(
     methods=("t",),
     cases=[Case(((3, 4),)), Case(((3,),))],
     doc="The transpose of a matrix (a 0-D or 1-D input is returned as it is).",
+    jvp="linear",
 )
 
 
@@ -359,6 +367,7 @@ cat = defop(
     functions=("cat", "concat", "concatenate"),
     cases=[Case(((2, 3), (4, 3))), Case(((2, 3), (2, 1), (2, 2)), {"dim": 1})],
     doc="tensors joined along the existing dimension dim.",
+    jvp="linear",
 )
 stack = defop(
     "stack",
@@ -370,6 +379,7 @@ stack = defop(
     cases=[Case(((2, 3), (2, 3))), Case(((3,), (3,), (3,)), {"dim": 1}), Case(((), ()))],
     lazy=(_stack_spec, stack_lazy),
     doc="tensors joined along a new dimension dim.",
+    jvp="linear",
 )
 
 
@@ -439,6 +449,7 @@ unbind = defop(
     cases=[Case(((3, 4),)), Case(((3, 4),), {"dim": 1}), Case(((4,),))],
     lazy=(_unbind_spec, unbind_lazy),
     doc="The slices of input along dim, as a tuple of views.",
+    jvp="linear",
 )
 
 
@@ -487,4 +498,5 @@ select = defop(
     methods=("select",),
     cases=[Case(((3, 4),), {"dim": 0, "index": 1}), Case(((3, 4),), {"dim": 1, "index": -1})],
     doc="The view input[..., index, ...] along dim (the dimension removed).",
+    jvp="linear",
 )
