@@ -84,7 +84,7 @@ def run(reps):
     rows = []
     for name, (f, x) in workloads(rng).items():
         v = rng.standard_normal(x.shape)
-        calls = {ln: (lambda jvp=jvp: jvp(f, x, v)) for ln, (_, jvp) in libs.items()}
+        calls = {ln: (lambda jvp=jvp, f=f, x=x, v=v: jvp(f, x, v)) for ln, (_, jvp) in libs.items()}
         a, b = calls["nautograd"](), calls["torch"]()
         np.testing.assert_allclose(np.asarray(a.tolist()), np.asarray(b.tolist()), rtol=1e-9)
         rows.append((name, _interleaved(calls, reps)))
