@@ -1004,11 +1004,11 @@ def _engine_backward():
 
 def apply(op, *args, **kwargs):
     """Run ``op`` on tensors / arrays / numbers and record it for backward when needed."""
-    if FORWARD_AD[0]:
+    if FORWARD_AD[0]:  # (and no deferred forward: its batches carry no tangents)
         t = FORWARD_AD_APPLY[0](op, args, kwargs)
         if t is not NOT_HANDLED:
             return t
-    if op.lazy is not None and DEFER[0] and (not args or _deferrable(args)):
+    elif op.lazy is not None and DEFER[0] and (not args or _deferrable(args)):
         t = _lazy(op, args, kwargs)
         if t is not None:
             return t

@@ -337,3 +337,16 @@ def test_backward_from_a_tensor_with_a_tangent_says_it_is_not_supported():
             lambda x: (x**3).sum(), ng.ones(2, dtype=ng.float64), vectorize=True,
             outer_jacobian_strategy="forward-mode",
         )  # fmt: skip
+
+
+def test_a_deferred_result_from_before_the_level_meets_a_dual_with_its_tangent():
+    x = ng.tensor([1.0, 2.0], dtype=ng.float64, requires_grad=True)
+    y = x * 3.0  # (small float64: a deferred result, its batch still open)
+    with fw.dual_level():
+        d = fw.make_dual(ng.tensor([0.5, 1.0], dtype=ng.float64), ng.tensor([1.0, -1.0]))
+        z = (y * d).exp()
+        tangent = fw.unpack_dual(z).tangent
+    np.testing.assert_allclose(tangent.numpy(), np.exp([1.5, 6.0]) * [3.0, -6.0])
+    w = x * 2.0  # (the deferred forward again after the level)
+    w.sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])

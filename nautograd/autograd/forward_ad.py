@@ -35,7 +35,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import tensor as _tensor
-from ..tensor import DEFER, FORWARD_AD, Tensor, _wrap, apply
+from ..tensor import FORWARD_AD, Tensor, _wrap, apply
 from .grad_mode import enable_grad, is_grad_enabled
 
 __all__ = [
@@ -49,7 +49,6 @@ __all__ = [
 
 _current_level = -1
 _duals = []  # weak references to the tensors given a tangent at the level (exit clears them)
-_defer_before = []
 _rule = threading.local()  # .active: this thread computes a tangent (ops see primals only)
 
 _UnpackedDualTensor = namedtuple("_UnpackedDualTensor", ["primal", "tangent"])
@@ -64,10 +63,8 @@ def enter_dual_level():
     global _current_level
     if _current_level >= 0:
         raise RuntimeError("Nested forward mode AD is not supported at the moment")
-    # the deferred forward records no tangents: off while the level is open, and this
-    # thread's open batch runs now (its results then take the eager path, where tangents are)
-    _defer_before[:] = [DEFER[0]]
-    DEFER[0] = False
+    # the deferred forward records no tangents: apply() takes no op to it while the level
+    # is open, and this thread's open batch runs now (its results then take the eager path)
     from ..graph.tape import current_tape
 
     tape = current_tape()
@@ -98,8 +95,6 @@ def exit_dual_level(*, level=None):
         if t is not None:
             t.__dict__.pop("_fw", None)
     _duals.clear()
-    if _defer_before:
-        DEFER[0] = _defer_before.pop()
 
 
 class dual_level:
