@@ -18,6 +18,7 @@ from nautograd import _stub
 PUBLIC_MODULES = [
     "nautograd",
     "nautograd.autograd",
+    "nautograd.autograd.forward_ad",
     "nautograd.autograd.functional",
     "nautograd.autograd.graph",
     "nautograd.nn",

@@ -44,6 +44,7 @@ __all__ = [
     "Variable",
     "set_multithreading_enabled",
     "is_multithreading_enabled",
+    "forward_ad",
     "functional",
     "graph",
 ]
