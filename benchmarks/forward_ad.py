@@ -52,19 +52,12 @@ def workloads(rng):
     }
 
 
-def _ng_jvp(ng, fw):
+def _jvp(lib, fw):
+    """J·v of ``f(lib, x)`` at x, through ``lib``'s forward AD module ``fw``."""
+
     def jvp(f, x, v):
         with fw.dual_level():
-            out = f(ng, fw.make_dual(ng.tensor(x), ng.tensor(v)))
-            return fw.unpack_dual(out).tangent
-
-    return jvp
-
-
-def _torch_jvp(torch, fw):
-    def jvp(f, x, v):
-        with fw.dual_level():
-            out = f(torch, fw.make_dual(torch.tensor(x), torch.tensor(v)))
+            out = f(lib, fw.make_dual(lib.tensor(x), lib.tensor(v)))
             return fw.unpack_dual(out).tangent
 
     return jvp
@@ -80,7 +73,7 @@ def run(reps):
     torch.set_num_threads(1)
     ng.set_num_threads(1)
     rng = np.random.default_rng(0)
-    libs = {"nautograd": (ng, _ng_jvp(ng, nfw)), "torch": (torch, _torch_jvp(torch, tfw))}
+    libs = {"nautograd": (ng, _jvp(ng, nfw)), "torch": (torch, _jvp(torch, tfw))}
     rows = []
     for name, (f, x) in workloads(rng).items():
         v = rng.standard_normal(x.shape)
