@@ -325,18 +325,56 @@ def test_gradcheck_checks_forward_mode_jacobians():
     )
 
 
-def test_backward_from_a_tensor_with_a_tangent_says_it_is_not_supported():
-    # (forward over reverse: the backward pass does not carry tangents)
+def test_a_backward_without_create_graph_from_a_tensor_with_a_tangent_says_it_needs_one():
     x = ng.tensor([1.0, 2.0], requires_grad=True)
     with fw.dual_level():
         y = (fw.make_dual(x, ng.ones(2)) ** 2).sum()
-        with pytest.raises(NotImplementedError, match="forward over reverse"):
+        with pytest.raises(NotImplementedError, match="create_graph=True only"):
             ng.autograd.grad(y, x)
-    with pytest.raises(NotImplementedError, match="forward over reverse"):
-        ng.autograd.functional.hessian(
-            lambda x: (x**3).sum(), ng.ones(2, dtype=ng.float64), vectorize=True,
-            outer_jacobian_strategy="forward-mode",
-        )  # fmt: skip
+
+
+def _scalar_function(lib, x):
+    return (x.sin() * x**2).sum() + (x.exp() * x).prod() + (x.tanh() / (1.5 + x.cos())).sum()
+
+
+def test_forward_over_reverse_gives_torchs_hessian_vector_product():
+    out = []
+    for lib, mod in ((ng, fw), (torch, tfw)):
+        x = lib.tensor([0.3, -1.2, 2.0], dtype=lib.float64, requires_grad=True)
+        v = lib.tensor([1.0, 0.5, -2.0], dtype=lib.float64)
+        with mod.dual_level():
+            d = mod.make_dual(x, v)
+            (g,) = lib.autograd.grad(_scalar_function(lib, d), d, create_graph=True)
+            out.append(mod.unpack_dual(g).tangent.detach().numpy())
+    np.testing.assert_allclose(out[0], out[1], rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("several", [False, True])
+def test_hessian_by_forward_over_reverse_matches_torch(several):
+    def f(lib):
+        if several:
+            return lambda x, y: ((x * y).tanh() * x).sum() + (y.exp() * x).prod()
+        return lambda x: _scalar_function(lib, x)
+
+    values = (
+        [np.array([0.5, -1.0]), np.array([1.5, 0.25])] if several else [np.array([0.3, -1.2, 2.0])]
+    )  # noqa: E501
+    results = []
+    for lib in (ng, torch):
+        inputs = tuple(lib.tensor(a) for a in values) if several else lib.tensor(values[0])
+        results.append(lib.autograd.functional.hessian(
+            f(lib), inputs, vectorize=True, outer_jacobian_strategy="forward-mode"
+        ))  # fmt: skip
+    flat = lambda j: [j] if not isinstance(j, (tuple, list)) else [x for y in j for x in flat(y)]  # noqa: E731
+    for a, b in zip(flat(results[0]), flat(results[1]), strict=True):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
+
+
+def test_gradgradcheck_checks_forward_over_reverse():
+    x = ng.tensor(np.linspace(0.2, 1.4, 4), requires_grad=True)
+    w = ng.tensor(np.linspace(-1.0, 1.0, 4), requires_grad=True)
+    f = lambda x, w: ((x * w).tanh() * x.exp()).sum() + (x * x * w).softmax(0)  # noqa: E731
+    assert ng.autograd.gradgradcheck(f, (x, w), check_fwd_over_rev=True)
 
 
 def test_a_deferred_result_from_before_the_level_meets_a_dual_with_its_tangent():

@@ -90,12 +90,11 @@ def prepare(roots, grads, targets, as_tensors=False):
             raise RuntimeError(
                 f"element {i} of tensors does not require grad and does not have a grad_fn"
             )
-    if FORWARD_AD[0] and any(t.__dict__.get("_fw") is not None for t in roots):
+    if FORWARD_AD[0] and not as_tensors and any("_fw" in t.__dict__ for t in roots):
         raise NotImplementedError(
             "backward from a tensor that carries a forward-mode tangent (forward over "
-            "reverse) is not supported yet: the backward pass would drop the tangents. Take "
-            "the reverse-mode derivative outside the dual level, or differentiate the "
-            "tangent instead (reverse over forward)"
+            "reverse) runs through create_graph=True only: the compiled backward does not "
+            "carry tangents"
         )
     root_grads = _make_grads(roots, grads, as_tensors)
     tape = roots_tape(roots)

@@ -24,7 +24,9 @@ Each op's tangent comes from its one declaration (kernels/registry.py ``Op.jvp``
 
 Composite functions (losses, conv, einsum, ...) are made of ops, so their tangents follow.
 The tangent computations run as ordinary recorded ops, so a tangent can be differentiated
-again in reverse mode (reverse over forward).
+again in reverse mode (reverse over forward); and a create_graph backward gives the values
+its formulas use the tangents they had when recorded, so a gradient carries a tangent too
+(forward over reverse: Hessian-vector products).
 """
 
 import contextlib
@@ -35,6 +37,7 @@ from collections import namedtuple
 import numpy as np
 
 from .. import tensor as _tensor
+from ..graph.tape import ACC
 from ..tensor import FORWARD_AD, Tensor, _wrap, apply
 from .grad_mode import enable_grad, is_grad_enabled
 
@@ -49,6 +52,7 @@ __all__ = [
 
 _current_level = -1
 _duals = []  # weak references to the tensors given a tangent at the level (exit clears them)
+_level_tapes = []  # the tape of the thread that entered the level
 _rule = threading.local()  # .active: this thread computes a tangent (ops see primals only)
 
 _UnpackedDualTensor = namedtuple("_UnpackedDualTensor", ["primal", "tangent"])
@@ -71,6 +75,10 @@ def enter_dual_level():
     with tape.lock:
         if tape.batch is not None:
             tape.run_batch()
+        # no compaction or restart meanwhile: the tangents of graph tensors are kept by node
+        # (``_attach``), for a create_graph backward to find (forward over reverse)
+        tape.running += 1
+    _level_tapes[:] = [tape]
     _current_level = 0
     FORWARD_AD[0] = True
     return 0
@@ -90,6 +98,11 @@ def exit_dual_level(*, level=None):
         )
     FORWARD_AD[0] = False
     _current_level = -1
+    for tape in _level_tapes:
+        with tape.lock:
+            tape.running -= 1
+            tape.__dict__.pop("fw_tangents", None)
+    _level_tapes.clear()
     for ref in _duals:
         t = ref()
         if t is not None:
@@ -207,6 +220,25 @@ def tangent_of(t):
 def _attach(t, tangent):
     t.__dict__["_fw"] = tangent
     _duals.append(weakref.ref(t))
+    if type(t) is Tensor and t._h >= 0:  # a graph tensor: its tangent, by (node, output)
+        tape = t._tape
+        table = tape.__dict__.get("fw_tangents")
+        if table is None:
+            table = tape.fw_tangents = {}
+        table[tape.h2node[t._h], t._out] = tangent
+
+
+attach_tangent = _attach
+
+
+def saved_tangent(tape, node, nr):
+    """The tangent of output ``nr`` of ``node`` when it was recorded (a leaf's, for its
+    AccumulateGrad node), for a value a create_graph backward attaches there; or None."""
+    if tape.flags[node] & ACC:
+        leaf = tape.obj[node]()
+        return None if leaf is None else leaf.__dict__.get("_fw")
+    table = tape.__dict__.get("fw_tangents")
+    return None if table is None else table.get((node, nr))
 
 
 _tensor.FORWARD_AD_ATTACH[0] = _attach

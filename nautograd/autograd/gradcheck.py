@@ -448,7 +448,8 @@ def _forward_jacobian(func, inputs):
             e = np.zeros(t.numel(), t._data.dtype)
             e[k] = 1
             with fw.dual_level():
-                dual = fw.make_dual(t.detach(), _wrap(e.reshape(t.shape)))
+                # (a primal that requires grad, as the input: func may differentiate it)
+                dual = fw.make_dual(t.detach().requires_grad_(), _wrap(e.reshape(t.shape)))
                 args = [dual if x is t else x for x in inputs]
                 outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
                 tangents = []
@@ -571,10 +572,6 @@ def gradgradcheck(
         raise AssertionError(
             "Setting check_batched_grad=True requires check_rev_over_rev to be True"
         )
-    if check_fwd_over_rev:
-        _no_forward_ad(
-            "gradgradcheck", "check_fwd_over_rev", "tangents through a create_graph backward"
-        )
     tupled_inputs = _as_tuple(inputs)
     if grad_outputs is None:
         rng = np.random.default_rng(0)
@@ -614,6 +611,7 @@ def gradgradcheck(
         check_grad_dtypes=check_grad_dtypes,
         check_batched_grad=check_batched_grad,
         fast_mode=fast_mode,
+        check_forward_ad=check_fwd_over_rev,
         check_backward_ad=check_rev_over_rev,
         masked=masked,
     )

@@ -33,7 +33,8 @@ from ..graph.tape import (
 )
 from ..kernels import OPS
 from ..kernels.registry import kernel_table
-from ..tensor import FUNCTIONS, Tensor, _wrap
+from ..tensor import FORWARD_AD, FUNCTIONS, Tensor, _wrap
+from . import forward_ad
 from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import NO_OWN_BUFFER, prepare
 from .anomaly_mode import check_nan, warn_failed
@@ -150,13 +151,18 @@ class FormulaCtx:
 
 
 def _attached(tape, node, nr, value):
-    """A tensor with ``value`` standing for output ``nr`` of ``node`` in the graph."""
+    """A tensor with ``value`` standing for output ``nr`` of ``node`` in the graph (with
+    the tangent it had when recorded, under forward AD: forward over reverse)."""
     if node < 0:
         return _wrap(value)
     t = _wrap(value, True)
     t._tape = tape
     t._h = tape.new_handle(node)
     t._out = nr
+    if FORWARD_AD[0]:
+        tangent = forward_ad.saved_tangent(tape, node, nr)
+        if tangent is not None:
+            forward_ad.attach_tangent(t, tangent)
     return t
 
 
