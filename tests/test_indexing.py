@@ -176,3 +176,15 @@ def test_indexing_a_large_tensor_far_from_its_start_does_not_segfault():
     g = x.grad.numpy()
     assert y.shape == (2, 1000)
     assert g[199999, 5] == 4.0 and g[5].sum() == 1000.0 and g.sum() == 3002.0
+
+
+def test_a_row_gather_from_a_tensor_with_no_rows_gives_torchs_empty_result():
+    # regression: the row size was numel // rows, a ZeroDivisionError for no rows
+    from nautograd.kernels.registry import OP_BY_NAME
+
+    x = ng.zeros((0, 5), dtype=ng.float64, requires_grad=True)
+    y = ng.tensor_apply(OP_BY_NAME["_index_rows"], x, rows=np.array([], np.int64))
+    t = torch.zeros((0, 5), dtype=torch.float64)[torch.tensor([], dtype=torch.int64)]
+    assert tuple(y.shape) == tuple(t.shape)
+    y.sum().backward()
+    assert tuple(x.grad.shape) == (0, 5)

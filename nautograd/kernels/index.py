@@ -14,6 +14,7 @@ Two backward kernels serve them all:
   operation applied to ``arange(x.numel())``.
 """
 
+import math
 import numbers
 
 import numpy as np
@@ -295,7 +296,8 @@ def _index_rows_forward(x, rows):
     flat = np.ascontiguousarray(rows, dtype=np.int64).reshape(-1)
     if flat.size and flat.min() < 0:
         flat = flat % x.shape[0]
-    return result, (flat,), (x.size, x.size // x.shape[0], flat.size), ()
+    # (the row size from the shape: x may have no rows)
+    return result, (flat,), (x.size, math.prod(x.shape[1:]), flat.size), ()
 
 
 @kernel
