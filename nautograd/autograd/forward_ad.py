@@ -153,19 +153,14 @@ def make_dual(tensor, tangent, *, level=None):
         raise ValueError(
             f"Expected tangent to be floating point or complex, but got: {_dtype_name(tangent)}"
         )
-    if tuple(tangent.shape) != tuple(tensor.shape):
-        raise RuntimeError(
-            "Trying to set a forward gradient that has a different size than that of the "
-            f"original Tensor, this is not supported. Tensor is of size {list(tensor.shape)} "
-            f"while the given forward gradient is of size {list(tangent.shape)}."
-        )
+    _check_size(tensor, tangent)
     if tangent_of(tensor) is not None:
         raise RuntimeError(
             "Making a dual Tensor based on a Tensor that already has a forward gradient at "
             f"the same level {level} is not supported."
         )
     dual = tensor.view_as(tensor)  # (a view: memory, version counter and graph shared)
-    _attach(dual, tangent)
+    attach_tangent(dual, tangent)
     return dual
 
 
@@ -202,14 +197,33 @@ def attach_outputs(result, tangents):
     tans = tangents if isinstance(tangents, tuple) else (tangents,)
     for o, t in zip(outs, tans, strict=False):
         if isinstance(o, Tensor) and t is not None and np.dtype(o.dtype).kind == "f":
-            if tuple(t.shape) != tuple(o.shape):
-                raise RuntimeError(
-                    "Trying to set a forward gradient that has a different size than that of "
-                    f"the original Tensor, this is not supported. Tensor is of size "
-                    f"{list(o.shape)} while the given forward gradient is of size "
-                    f"{list(t.shape)}."
-                )
-            _attach(o, t)
+            _check_size(o, t)
+            attach_tangent(o, t)
+
+
+def _check_size(primal, tangent):
+    if tuple(tangent.shape) != tuple(primal.shape):
+        raise RuntimeError(
+            "Trying to set a forward gradient that has a different size than that of the "
+            f"original Tensor, this is not supported. Tensor is of size {list(primal.shape)} "
+            f"while the given forward gradient is of size {list(tangent.shape)}."
+        )
+
+
+def basis_jvps(func, args, j, primal=None):
+    """Forward AD of ``func(*args)`` once per element k of ``args[j]``, whose tangent is the
+    k-th basis vector (the other arguments carry none): yields ``func``'s result inside the
+    level, for the caller to read its tangents (a Jacobian's columns). ``primal``: the
+    primal to make the dual from (default ``args[j]``)."""
+    x = args[j]
+    base = x if primal is None else primal
+    for k in range(x.numel()):
+        e = np.zeros(x.numel(), x.dtype)
+        e[k] = 1
+        with dual_level():
+            call = list(args)
+            call[j] = make_dual(base, _wrap(e.reshape(x.shape)))
+            yield func(*call)
 
 
 def tangent_of(t):
@@ -217,7 +231,8 @@ def tangent_of(t):
     return t.__dict__.get("_fw") if isinstance(t, Tensor) else None
 
 
-def _attach(t, tangent):
+def attach_tangent(t, tangent):
+    """Give ``t`` the tangent ``tangent`` at the open level."""
     t.__dict__["_fw"] = tangent
     _duals.append(weakref.ref(t))
     if type(t) is Tensor and t._h >= 0:  # a graph tensor: its tangent, by (node, output)
@@ -226,9 +241,6 @@ def _attach(t, tangent):
         if table is None:
             table = tape.fw_tangents = {}
         table[tape.h2node[t._h], t._out] = tangent
-
-
-attach_tangent = _attach
 
 
 def saved_tangent(tape, node, nr):
@@ -241,7 +253,7 @@ def saved_tangent(tape, node, nr):
     return None if table is None else table.get((node, nr))
 
 
-_tensor.FORWARD_AD_ATTACH[0] = _attach
+_tensor.FORWARD_AD_ATTACH[0] = attach_tangent
 
 
 # -- propagation (tensor.apply calls _apply while a level is open) ----------------------------
@@ -272,7 +284,7 @@ def _apply(op, args, kwargs):
         if t is not None and np.dtype(r.dtype).kind == "f":
             if t.dtype != r.dtype:
                 t = t.to(r.dtype)
-            _attach(r, t)
+            attach_tangent(r, t)
     return result
 
 

@@ -10,6 +10,7 @@ context object ``ctx`` lives in the tape's ``obj`` entry of the node, so it dies
 Semantics and error texts are torch 2.13's (torch 2.13's autograd.Function).
 """
 
+import contextlib
 import functools
 import inspect
 import warnings
@@ -331,20 +332,14 @@ class Function(metaclass=FunctionMeta):
             ctx.needs_input_grad = (False,) * len(args)
         state.enabled = False  # forward runs with grad mode off
         state.recording = None
-        dual = FORWARD_AD[0] and _carries_tangents(args)
-        try:
-            if dual:  # (the forward sees primals, as torch's)
-                with forward_ad.primals_only():
-                    output = cls.forward(*args, **kwargs) if separate else None
-                    if separate:
-                        cls.setup_context(ctx, args, output)
-                    else:
-                        output = cls.forward(ctx, *args, **kwargs)
-            elif separate:
-                output = cls.forward(*args, **kwargs)
-                cls.setup_context(ctx, args, output)
-            else:
-                output = cls.forward(ctx, *args, **kwargs)
+        dual = FORWARD_AD[0] and any(forward_ad.tangent_of(x) is not None for x in args)
+        try:  # (under forward AD the forward sees primals, as torch's)
+            with forward_ad.primals_only() if dual else contextlib.nullcontext():
+                if separate:
+                    output = cls.forward(*args, **kwargs)
+                    cls.setup_context(ctx, args, output)
+                else:
+                    output = cls.forward(ctx, *args, **kwargs)
         finally:
             state.enabled = enabled
             # (derived, as grad_mode._set does: the forward may have made the thread's tape)
@@ -356,10 +351,6 @@ class Function(metaclass=FunctionMeta):
         return result
 
 
-def _carries_tangents(args):
-    return any(isinstance(x, Tensor) and x.__dict__.get("_fw") is not None for x in args)
-
-
 def _output_tangents(cls, ctx, args):
     """The outputs' tangents from the Function's ``jvp`` (torch's message if it has none)."""
     tangents = []
@@ -367,7 +358,7 @@ def _output_tangents(cls, ctx, args):
         if not isinstance(x, Tensor):
             tangents.append(None)
             continue
-        t = x.__dict__.get("_fw")
+        t = forward_ad.tangent_of(x)
         if t is None and x._data.dtype.kind == "f":
             t = _wrap(np.zeros(x.shape, x._data.dtype))
         tangents.append(t)

@@ -317,24 +317,17 @@ def _jacfwd(func, inputs, strict, vectorize):
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
     columns = None  # [output][input] -> list of tangents, one per input element
     outputs = None
-    for j, x in enumerate(inputs):
-        for k in range(x.numel()):
-            e = np.zeros(x.numel(), x._data.dtype)
-            e[k] = 1
-            with fw.dual_level():
-                args = [
-                    fw.make_dual(y, _wrap(e.reshape(y.shape))) if i == j else y
-                    for i, y in enumerate(inputs)
-                ]
-                is_outputs_tuple, out = _as_tuple(func(*args), "outputs", "jacobian")
-                if outputs is None:
-                    outputs = [fw.unpack_dual(o).primal.detach() for o in out]
-                    columns = [[[] for _ in inputs] for _ in out]
-                for o_idx, o in enumerate(out):
-                    tangent = fw.unpack_dual(o).tangent
-                    columns[o_idx][j].append(
-                        _wrap(np.zeros(o.shape, o._data.dtype)) if tangent is None else tangent
-                    )
+    for j in range(len(inputs)):
+        for result in fw.basis_jvps(func, inputs, j):
+            is_outputs_tuple, out = _as_tuple(result, "outputs", "jacobian")
+            if outputs is None:
+                outputs = [fw.unpack_dual(o).primal.detach() for o in out]
+                columns = [[[] for _ in inputs] for _ in out]
+            for o_idx, o in enumerate(out):
+                tangent = fw.unpack_dual(o).tangent
+                columns[o_idx][j].append(
+                    _wrap(np.zeros(o.shape, o._data.dtype)) if tangent is None else tangent
+                )
     jac = []
     for o_idx, out in enumerate(outputs):
         per_input = []

@@ -223,13 +223,13 @@ def _within(a, b, tol):
     return a.size == 0 or float(np.abs(a - b).max()) <= tol
 
 
-def _mismatch(analytical, numerical, o, i):
+def _mismatch(analytical, numerical, o, i, mode=""):
     # Jacobians print as tensors; fast mode's v^T J u as Python floats, as torch's
     def show(x):
         return x if isinstance(x, float) else _wrap(x)
 
     return (
-        f"Jacobian mismatch for output {o:d} with respect to input {i:d},\n"
+        f"Jacobian {mode}mismatch for output {o:d} with respect to input {i:d},\n"
         f"numerical:{show(numerical)}\nanalytical:{show(analytical)}\n"
     )
 
@@ -440,20 +440,16 @@ def _forward_jacobian(func, inputs):
     AD evaluation per input element (the basis tangent e_k in row k)."""
     from . import forward_ad as fw
 
-    diff = _diff_inputs(inputs)
     result = []
-    for t in diff:
+    for j, t in enumerate(inputs):
+        if not (isinstance(t, Tensor) and t.requires_grad):
+            continue
         columns = None
-        for k in range(t.numel()):
-            e = np.zeros(t.numel(), t._data.dtype)
-            e[k] = 1
-            with fw.dual_level():
-                # (a primal that requires grad, as the input: func may differentiate it)
-                dual = fw.make_dual(t.detach().requires_grad_(), _wrap(e.reshape(t.shape)))
-                args = [dual if x is t else x for x in inputs]
-                outs = [o for o in _as_tuple(func(*args)) if isinstance(o, Tensor)]
-                tangents = []
-                for o in outs:
+        # (a primal that requires grad, as the input: func may differentiate it)
+        for k, out in enumerate(fw.basis_jvps(func, inputs, j, t.detach().requires_grad_())):
+            tangents = []
+            for o in _as_tuple(out):
+                if isinstance(o, Tensor):
                     tangent = fw.unpack_dual(o).tangent
                     tangents.append(
                         np.zeros(o.numel()) if tangent is None else tangent._data.reshape(-1)
@@ -475,16 +471,7 @@ def _check_forward_ad(func, inputs, func_out, eps, rtol, atol):
         for o_idx, k in enumerate(keep):
             a, n = per_fwd[k], per_num[k]
             if not np.allclose(a, n, rtol, atol):
-                raise GradcheckError(
-                    f"Jacobian computed with forward mode mismatch for output {o_idx:d} with "
-                    f"respect to input {i:d},\nnumerical:{_wrap(n)}\nanalytical:{_wrap(a)}\n"
-                )
-
-
-def _no_forward_ad(name, flag, needs):
-    raise NotImplementedError(
-        f"{name}({flag}=True) needs {needs}, which nautograd does not have yet"
-    )
+                raise GradcheckError(_mismatch(a, n, o_idx, i, "computed with forward mode "))
 
 
 def gradcheck(
@@ -518,7 +505,10 @@ def gradcheck(
     (``autograd.forward_ad``), column by column, with the finite differences.
     """
     if check_batched_forward_grad:
-        _no_forward_ad("gradcheck", "check_batched_forward_grad", "vmap over tangents")
+        raise NotImplementedError(
+            "gradcheck(check_batched_forward_grad=True) needs vmap over tangents, which "
+            "nautograd does not have yet"
+        )
     args = (func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, check_grad_dtypes,
             check_batched_grad, check_backward_ad, fast_mode)  # fmt: skip
 

@@ -152,7 +152,7 @@ def _snapshot(x):
     """A tensor with ``x``'s place in the graph and a copy of its value, for the node of an
     in-place op that saves its input: ``x``'s own memory is about to change."""
     t = _wrap(x._data.copy())
-    if FORWARD_AD[0] and x.__dict__.get("_fw") is not None:  # (the tangent comes along)
+    if FORWARD_AD[0]:  # (the tangent comes along)
         _take_tangent(t, x)
     if x._rg and x._h >= 0:
         tape = x._tape

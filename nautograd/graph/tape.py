@@ -363,10 +363,7 @@ class Tape:
         if self.batch is not None:  # its nodes come first (they are numbered already)
             self.run_batch()
         while self._acc_dropped:
-            h = self._acc_dropped.pop()
-            del self.acc_handles[h]
-            self.acc_live -= 1
-            self.drop_handle(h)
+            self._give_back_acc(self._acc_dropped.pop())
         if self.live == self.acc_live and self.restart_due():
             # here, not when the last handle drops: a tensor's __del__ runs wherever the
             # garbage collector strikes, and a reset halfway through record() (a collection
@@ -798,11 +795,14 @@ class Tape:
             self._acc_dropped.append(h)
             return
         try:
-            del self.acc_handles[h]
-            self.acc_live -= 1
-            self.drop_handle(h)
+            self._give_back_acc(h)
         finally:
             self.lock.release()
+
+    def _give_back_acc(self, h):
+        del self.acc_handles[h]
+        self.acc_live -= 1
+        self.drop_handle(h)
 
     # -- reclamation ----------------------------------------------------------------------
 
