@@ -48,6 +48,11 @@ def _ng_jvp(op, arrays, kwargs, tangents, call):
         return [fw.unpack_dual(o).tangent for o in _outputs(out)], _outputs(out)
 
 
+def _flat(j):
+    """The tensors of a Jacobian or Hessian (nested tuples or lists), in order."""
+    return [j] if not isinstance(j, (tuple, list)) else [x for y in j for x in _flat(y)]
+
+
 def _plain(a):
     return ng.tensor(a) if isinstance(a, np.ndarray) else a
 
@@ -283,8 +288,7 @@ def test_jacobian_in_forward_mode_matches_torch(several):
         vectorize=True, strategy="forward-mode",
     )  # fmt: skip
     assert isinstance(ours, ng.Tensor) or type(ours) is type(theirs)
-    flat = lambda j: [j] if not isinstance(j, (tuple, list)) else [x for y in j for x in flat(y)]  # noqa: E731
-    for a, b in zip(flat(ours), flat(theirs), strict=True):
+    for a, b in zip(_flat(ours), _flat(theirs), strict=True):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12, atol=1e-14)
 
 
@@ -365,8 +369,7 @@ def test_hessian_by_forward_over_reverse_matches_torch(several):
         results.append(lib.autograd.functional.hessian(
             f(lib), inputs, vectorize=True, outer_jacobian_strategy="forward-mode"
         ))  # fmt: skip
-    flat = lambda j: [j] if not isinstance(j, (tuple, list)) else [x for y in j for x in flat(y)]  # noqa: E731
-    for a, b in zip(flat(results[0]), flat(results[1]), strict=True):
+    for a, b in zip(_flat(results[0]), _flat(results[1]), strict=True):
         np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=1e-12, atol=1e-13)
 
 
