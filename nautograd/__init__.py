@@ -13,6 +13,7 @@ from . import (
     autograd,  # noqa: E402  (autograd before tensor: see tensor.py imports)
     cuda,  # noqa: E402
     distributions,  # noqa: E402
+    func,  # noqa: E402
     linalg,  # noqa: E402
     nn,  # noqa: E402
     optim,  # noqa: E402

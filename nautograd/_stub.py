@@ -18,6 +18,7 @@ import numpy as _np
 from . import autograd as autograd
 from . import cuda as cuda
 from . import distributions as distributions
+from . import func as func
 from . import library as library
 from . import linalg as linalg
 from . import nn as nn

@@ -28,6 +28,7 @@ PUBLIC_MODULES = [
     "nautograd.optim",
     "nautograd.optim.lr_scheduler",
     "nautograd.distributions",
+    "nautograd.func",
     "nautograd.utils.checkpoint",
     "nautograd.linalg",
     "nautograd.library",

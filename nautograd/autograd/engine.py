@@ -26,7 +26,7 @@ from ..kernels.registry import compiling, kernel_table, load_kernels
 from ..tensor import Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
-from ._roots import NO_OWN_BUFFER, prepare, roots_tape
+from ._roots import NO_OWN_BUFFER, edge, prepare, roots_tape
 from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 from .graph import GradientEdge, Node, edge_tensor, unpack_checked
@@ -911,6 +911,29 @@ def _on_roots_tape(roots_name):
 
 
 @_graph_task
+def reached_leaves(roots):
+    """The leaves (tensors that require grad and have no ``grad_fn``) a backward from
+    ``roots`` would reach, alive ones only: ``ng.func`` asks whether a function's result
+    depends on tensors other than the ones it differentiates with respect to (then the
+    gradients it returns must be differentiable, as torch.func's are)."""
+    roots = [t for t in roots if isinstance(t, Tensor) and t._rg]
+    found = [t for t in roots if t._h < 0]  # (a leaf root reaches itself)
+    roots = [t for t in roots if t._h >= 0]
+    if not roots:
+        return found
+    tape = roots_tape(roots)
+    with tape.lock:
+        nodes = np.array([edge(tape, t)[0] for t in roots], np.int64)
+        tape.flush()
+        leaves = scheduler.prepare(
+            tape.n, nodes, np.zeros(0, np.int64), 0, tape.flags, tape.edge_ptr, tape.edge_node,
+            tape.edge_input_nr, tape.out_ptr, tape.out_numel, NO_OWN_BUFFER, tape.op,
+            kernel_table(),
+        )[5]  # fmt: skip
+        found += [tape.obj[i]() for i in leaves.tolist()]
+    return [t for t in found if t is not None]
+
+
 @_on_roots_tape(roots_name="tensors")
 def backward(
     tensors,

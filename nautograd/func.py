@@ -1,0 +1,977 @@
+"""torch.func's transforms: grad, grad_and_value, vjp, jvp, jacrev, jacfwd, hessian,
+linearize, vmap, functional_call, stack_module_state.
+
+Each transform calls the function on tensors of its own and differentiates the graph it
+records with the same engine as ``backward()``: reverse mode through ``autograd.grad``,
+forward mode through ``autograd.forward_ad``. They compose (``jacfwd(jacrev(f))``,
+``vmap(grad(f))``) because a transform's results stay differentiable whenever something
+outside it needs them: an enclosing transform, a tangent of an open forward-AD level, or a
+tensor that requires grad reached by the function's graph (an argument, or one captured by
+a closure). Otherwise the backward runs without recording itself (``create_graph=False``),
+the fast path.
+
+``vmap`` runs the function once per sample and stacks the results: the values and gradients
+are torch.func's, but it is not yet a compiled, batched evaluation (torch.func.vmap's
+batching rules run each op once for the whole batch).
+"""
+
+import contextlib
+import functools
+import threading
+
+import numpy as np
+
+from . import _random
+from .autograd import forward_ad
+from .autograd.engine import grad as _autograd_grad
+from .autograd.engine import reached_leaves
+from .autograd.grad_mode import enable_grad, is_grad_enabled
+from .tensor import FUNCTIONS, Tensor, _wrap
+
+__all__ = [
+    "functional_call",
+    "grad",
+    "grad_and_value",
+    "hessian",
+    "jacfwd",
+    "jacrev",
+    "jvp",
+    "linearize",
+    "stack_module_state",
+    "vjp",
+    "vmap",
+]
+
+# -- pytrees: tuples, lists, dicts and namedtuples of leaves (None is an empty node) ----------
+
+
+class _Spec:
+    """The structure of a pytree: ``kind`` ("leaf", "none", tuple, list, dict or a
+    namedtuple class), the dict keys, and the children's specs."""
+
+    __slots__ = ("kind", "keys", "children", "n")
+
+    def __init__(self, kind, keys=None, children=()):
+        self.kind, self.keys, self.children = kind, keys, children
+        self.n = 1 if kind == "leaf" else sum(c.n for c in children)
+
+    def __eq__(self, other):
+        return (
+            isinstance(other, _Spec)
+            and self.kind == other.kind
+            and self.keys == other.keys
+            and self.children == other.children
+        )
+
+    def __repr__(self):
+        if self.kind == "leaf":
+            return "*"
+        if self.kind == "none":
+            return "None"
+        inner = ", ".join(
+            repr(c) if self.keys is None else f"{k!r}: {c!r}"
+            for k, c in zip(self.keys or [None] * len(self.children), self.children, strict=True)
+        )
+        if self.kind is dict:
+            return "{" + inner + "}"
+        if self.kind is list:
+            return "[" + inner + "]"
+        if self.kind is tuple:
+            return "(" + inner + ("," if len(self.children) == 1 else "") + ")"
+        return f"{self.kind.__name__}({inner})"
+
+
+def _is_namedtuple(x):
+    return isinstance(x, tuple) and hasattr(type(x), "_fields")
+
+
+def tree_flatten(tree):
+    """(leaves, spec) of ``tree``."""
+    leaves = []
+    return leaves, _flatten(tree, leaves)
+
+
+def _flatten(tree, leaves):
+    if tree is None:
+        return _Spec("none")
+    if isinstance(tree, (tuple, list)):
+        kind = type(tree) if _is_namedtuple(tree) else (tuple if isinstance(tree, tuple) else list)
+        return _Spec(kind, None, tuple(_flatten(x, leaves) for x in tree))
+    if isinstance(tree, dict):
+        keys = tuple(tree.keys())
+        return _Spec(dict, keys, tuple(_flatten(tree[k], leaves) for k in keys))
+    leaves.append(tree)
+    return _Spec("leaf")
+
+
+def tree_unflatten(leaves, spec):
+    """The pytree of structure ``spec`` holding ``leaves`` in order."""
+    it = iter(leaves)
+    return _build(spec, it)
+
+
+def _build(spec, it):
+    if spec.kind == "leaf":
+        return next(it)
+    if spec.kind == "none":
+        return None
+    items = [_build(c, it) for c in spec.children]
+    if spec.kind is dict:
+        return dict(zip(spec.keys, items, strict=True))
+    if spec.kind is tuple or spec.kind is list:
+        return spec.kind(items)
+    return spec.kind(*items)
+
+
+def _broadcast_prefix(prefix, spec):
+    """``prefix`` (an int or None for a whole subtree, or a structure matching ``spec``'s
+    top) flattened to one item per leaf of ``spec``; None when the structures differ."""
+    if prefix is None or isinstance(prefix, int):
+        return [prefix] * spec.n
+    if spec.kind in ("leaf", "none"):
+        return None
+    if isinstance(prefix, dict):
+        if spec.kind is not dict or set(prefix) != set(spec.keys):
+            return None
+        parts = [
+            _broadcast_prefix(prefix[k], c) for k, c in zip(spec.keys, spec.children, strict=True)
+        ]
+    elif isinstance(prefix, (tuple, list)):
+        if spec.kind is dict or len(prefix) != len(spec.children):
+            return None
+        if isinstance(prefix, list) != (spec.kind is list):
+            return None
+        parts = [_broadcast_prefix(p, c) for p, c in zip(prefix, spec.children, strict=True)]
+    else:
+        return [prefix] * spec.n  # (a wrong kind of leaf: the caller names it)
+    if any(p is None for p in parts):
+        return None
+    return [x for p in parts for x in p]
+
+
+# -- nesting -----------------------------------------------------------------------------------
+
+_nesting = threading.local()
+
+
+@contextlib.contextmanager
+def _transform():
+    """Marks a differentiating transform running on this thread: a transform inside it keeps
+    its results differentiable for it."""
+    _nesting.depth = getattr(_nesting, "depth", 0) + 1
+    try:
+        yield
+    finally:
+        _nesting.depth -= 1
+
+
+def _outer_needs_graph(outputs, inputs, grad_enabled):
+    """Whether the gradients of ``outputs`` with respect to ``inputs`` must be recorded:
+    grad mode was on where the transform was called (``grad_enabled``) and an enclosing
+    transform, an open forward-AD level or a tensor that requires grad outside ``inputs``
+    can see them."""
+    if not grad_enabled:
+        return False
+    if getattr(_nesting, "depth", 0) > 1 or forward_ad._current_level >= 0:
+        return True
+    ours = {id(x) for x in inputs}
+    return any(id(t) not in ours for t in reached_leaves(outputs))
+
+
+def _name(func):
+    return getattr(func, "__name__", repr(func))
+
+
+# -- arguments ---------------------------------------------------------------------------------
+
+
+def _check_argnums(argnums, nargs):
+    def one(a):
+        if not isinstance(a, int) or isinstance(a, bool):
+            raise RuntimeError(f"argnum must be int, got: {type(a)}")
+        if 0 <= a < nargs:
+            return a
+        if -nargs <= a < 0:
+            return a + nargs
+        raise RuntimeError(f"Got argnum={a}, but only {nargs} positional inputs")
+
+    if isinstance(argnums, int) and not isinstance(argnums, bool):
+        return one(argnums)
+    if isinstance(argnums, tuple):
+        if not argnums:
+            raise RuntimeError("argnums must be non-empty")
+        if len(set(argnums)) != len(argnums):
+            raise RuntimeError(f"argnums elements must be unique, got {argnums}")
+        return tuple(one(a) for a in argnums)
+    raise RuntimeError(f"argnums must be int or Tuple[int, ...], got: {type(argnums)}")
+
+
+def _diff_args(args, argnums):
+    return args[argnums] if isinstance(argnums, int) else tuple(args[a] for a in argnums)
+
+
+def _replace(args, argnums, new):
+    args = list(args)
+    if isinstance(argnums, int):
+        args[argnums] = new
+    else:
+        for a, v in zip(argnums, new, strict=True):
+            args[a] = v
+    return tuple(args)
+
+
+def _differentiable(x):
+    """A tensor standing for ``x`` that gradients are taken with respect to: ``x`` itself
+    through an alias when it is in a graph already (results stay differentiable for it),
+    else a fresh leaf sharing its memory (with ``x``'s tangent, if it has one)."""
+    if not isinstance(x, Tensor):
+        raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
+    if x.requires_grad:
+        return x.view_as(x)
+    leaf = x.detach().requires_grad_(True)
+    tangent = forward_ad.tangent_of(x)
+    if tangent is not None:  # (an enclosing jacfwd's dual: forward over reverse)
+        forward_ad.attach_tangent(leaf, tangent)
+    return leaf
+
+
+def _zeros(x):
+    return _wrap(np.zeros(x.shape, x.dtype))
+
+
+def _grads(outputs, inputs, cotangents, create):
+    """Gradients of ``outputs`` (cotangents ``cotangents``, None for ones) with respect to
+    ``inputs``, zeros where an input is unused."""
+    pairs = [(o, c) for o, c in zip(outputs, cotangents, strict=True) if o.requires_grad]
+    if not pairs:
+        return [_zeros(x) for x in inputs]
+    grads = _autograd_grad(
+        [o for o, _ in pairs],
+        inputs,
+        [c for _, c in pairs],
+        retain_graph=True,
+        create_graph=create,
+        allow_unused=True,
+    )
+    return [_zeros(x) if g is None else g for g, x in zip(grads, inputs, strict=True)]
+
+
+def _plain(x, create):
+    """What a transform returns of a value computed inside it: itself while something
+    outside differentiates it, else detached."""
+    if create or not isinstance(x, Tensor):
+        return x
+    return x.detach()
+
+
+def _plain_tree(tree, create):
+    leaves, spec = tree_flatten(tree)
+    return tree_unflatten([_plain(x, create) for x in leaves], spec)
+
+
+def _split_aux(output, has_aux, api):
+    if not has_aux:
+        return output, None
+    if not (isinstance(output, tuple) and len(output) == 2):
+        raise RuntimeError(
+            f"{api}: output of function f should be a tuple: (output, aux) if has_aux is True"
+        )
+    return output
+
+
+# -- grad, grad_and_value, vjp -----------------------------------------------------------------
+
+
+def grad_and_value(func, argnums=0, has_aux=False):
+    """A function returning ``(gradient, value)`` of ``func`` (``(gradient, (value, aux))``
+    with ``has_aux``): the gradient of its scalar output with respect to the arguments
+    ``argnums`` (an int or a tuple of ints; each argument a tensor or a pytree of tensors),
+    structured as those arguments. As ``torch.func.grad_and_value``."""
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        outer = is_grad_enabled()
+        with enable_grad(), _transform():
+            nums = _check_argnums(argnums, len(args))
+            leaves, spec = tree_flatten(_diff_args(args, nums))
+            inputs = [_differentiable(x) for x in leaves]
+            call = _replace(args, nums, tree_unflatten(inputs, spec))
+            output, aux = _split_aux(func(*call, **kwargs), has_aux, "grad_and_value(f)(*args)")
+            if not isinstance(output, Tensor):
+                raise RuntimeError(
+                    f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got "
+                    f"{type(output)}"
+                )
+            if output.dim() != 0:
+                raise RuntimeError(
+                    "grad_and_value(f)(*args): Expected f(*args) to return a scalar Tensor, "
+                    f"got tensor with {output.dim()} dims. Maybe you wanted to use the vjp or "
+                    "jacrev APIs instead?"
+                )
+            create = _outer_needs_graph([output], inputs, outer)
+            grads = _grads([output], inputs, [None], create)
+        grads = tree_unflatten(grads, spec)
+        value = _plain(output, create)
+        if has_aux:
+            return grads, (value, _plain_tree(aux, create))
+        return grads, value
+
+    return wrapper
+
+
+def grad(func, argnums=0, has_aux=False):
+    """A function returning the gradient of ``func``'s scalar output with respect to the
+    arguments ``argnums`` (``(gradient, aux)`` with ``has_aux``). As ``torch.func.grad``."""
+    inner = grad_and_value(func, argnums, has_aux)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        grads, value = inner(*args, **kwargs)
+        return (grads, value[1]) if has_aux else grads
+
+    return wrapper
+
+
+def vjp(func, *primals, has_aux=False):
+    """``(func(*primals), vjp_fn)`` (and ``aux`` with ``has_aux``): ``vjp_fn(cotangents)``
+    returns the vector-Jacobian product for every primal, as a tuple structured as
+    ``primals``; it can be called more than once. As ``torch.func.vjp``."""
+    outer = is_grad_enabled()
+    with enable_grad(), _transform():
+        leaves, spec = tree_flatten(primals)
+        inputs = [_differentiable(x) for x in leaves]
+        output, aux = _split_aux(func(*tree_unflatten(inputs, spec)), has_aux, "vjp(f, *primals)")
+        outs, out_spec = tree_flatten(output)
+        for o in outs:
+            if not isinstance(o, Tensor):
+                raise RuntimeError(
+                    f"vjp(f, *primals): expected f(*primals) to return only tensors, got "
+                    f"unsupported type {type(o)}"
+                )
+            if np.dtype(o.dtype).kind != "f":
+                raise RuntimeError(
+                    "vjp(f, ...): All outputs of f must be floating-point or complex Tensors, "
+                    f"got Tensor with dtype torch.{np.dtype(o.dtype).name}"
+                )
+        create = _outer_needs_graph(outs, inputs, outer)
+
+    def vjp_fn(cotangents):
+        cots, cot_spec = tree_flatten(cotangents)
+        if cot_spec != out_spec:
+            raise RuntimeError(
+                "Expected pytree structure of cotangents to be the same as pytree structure of "
+                f"outputs to the function. cotangents: {cot_spec!r}, primal output: "
+                f"{out_spec!r}"
+            )
+        for c, o in zip(cots, outs, strict=True):
+            if tuple(c.shape) != tuple(o.shape):
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output has a shape of torch.Size({list(c.shape)})"
+                    f" and output has a shape of torch.Size({list(o.shape)})."
+                )
+        outer_fn = is_grad_enabled()
+        with enable_grad(), _transform():
+            needs = outer_fn and (create or any(c.requires_grad for c in cots))
+            grads = _grads(outs, inputs, cots, needs)
+        return tree_unflatten([_plain(g, needs) for g in grads], spec)
+
+    result = _plain_tree(output, create)
+    if has_aux:
+        return result, vjp_fn, _plain_tree(aux, create)
+    return result, vjp_fn
+
+
+# -- jvp, linearize ----------------------------------------------------------------------------
+
+
+def _check_tensors(items, api, what):
+    if not items:
+        raise RuntimeError(f"{api}: Expected {what} to contain at least one Tensor.")
+    for x in items:
+        if not isinstance(x, Tensor):
+            raise RuntimeError(f"{api}: Expected {what} to only contain Tensors, got {type(x)}")
+
+
+def _jvp_checks(primals, tangents, api):
+    if not isinstance(primals, tuple):
+        raise RuntimeError(
+            f"{api}: Expected primals to be a tuple. E.g. it should be valid to call f(*primals)."
+        )
+    flat_p, p_spec = tree_flatten(primals)
+    flat_t, t_spec = tree_flatten(tangents)
+    if p_spec != t_spec:
+        raise RuntimeError(
+            f"{api}: Expected primals and tangents to have the same python structure. For "
+            "example, if primals is a tuple of 3 tensors, tangents also must be. Got primals "
+            f"with structure {p_spec!r} and tangents with structure {t_spec!r}"
+        )
+    _check_tensors(flat_p, api, "primals")
+    _check_tensors(flat_t, api, "tangents")
+    for i, (p, t) in enumerate(zip(flat_p, flat_t, strict=True)):
+        if tuple(t.shape) != tuple(p.shape):
+            raise RuntimeError(
+                f"tangent:{i} with shape torch.Size({list(t.shape)}) in flattened pytree "
+                f"doesn't match the shape torch.Size({list(p.shape)}) of the corresponding "
+                "primal."
+            )
+        if t.dtype != p.dtype:
+            raise RuntimeError(
+                f"tangent:{i} with dtype torch.{np.dtype(t.dtype).name} in flattened pytree "
+                f"doesn't match the dtype torch.{np.dtype(p.dtype).name} of the corresponding "
+                "primal."
+            )
+    return flat_p, p_spec, flat_t
+
+
+def _outputs(output, api):
+    outs, spec = tree_flatten(output)
+    for o in outs:
+        if not isinstance(o, Tensor):
+            raise RuntimeError(
+                f"{api}: expected f(*args) to return only tensors, got unsupported type {type(o)}"
+            )
+    return outs, spec
+
+
+def jvp(func, primals, tangents, *, strict=False, has_aux=False):
+    """``(func(*primals), J·tangents)`` (and ``aux`` with ``has_aux``): the Jacobian-vector
+    product, by forward-mode AD (by reverse mode twice inside an open forward level, where a
+    second level cannot open). As ``torch.func.jvp``."""
+    api = "jvp(f, primals, tangents)"
+    flat_p, p_spec, flat_t = _jvp_checks(primals, tangents, api)
+    if forward_ad._current_level >= 0:
+        return _jvp_by_vjps(func, flat_p, p_spec, flat_t, strict, has_aux, api)
+    with _transform(), forward_ad.dual_level():
+        duals = [forward_ad.make_dual(p, t) for p, t in zip(flat_p, flat_t, strict=True)]
+        output, aux = _split_aux(func(*tree_unflatten(duals, p_spec)), has_aux, api)
+        outs, spec = _outputs(output, api)
+        values, jvps = [], []
+        for o in outs:
+            primal, tangent = forward_ad.unpack_dual(o)
+            if tangent is None:
+                if strict:
+                    raise RuntimeError(
+                        "jvp(f, primals, tangents, strict=True): The output of f is "
+                        "independent of the inputs. This is not allowed with strict=True."
+                    )
+                tangent = _zeros(o)
+            values.append(primal)
+            jvps.append(tangent)
+        aux_leaves, aux_spec = tree_flatten(aux)
+        aux_leaves = [forward_ad.unpack_dual(a).primal if isinstance(a, Tensor) else a
+                      for a in aux_leaves]  # fmt: skip
+    result = (tree_unflatten(values, spec), tree_unflatten(jvps, spec))
+    if has_aux:
+        return (*result, tree_unflatten(aux_leaves, aux_spec))
+    return result
+
+
+def _jvp_by_vjps(func, flat_p, p_spec, flat_t, strict, has_aux, api):
+    # u -> u^T J is linear in u: its derivative with respect to u, applied to v, is J v
+    with enable_grad(), _transform():
+        inputs = [_differentiable(p) for p in flat_p]
+        output, aux = _split_aux(func(*tree_unflatten(inputs, p_spec)), has_aux, api)
+        outs, spec = _outputs(output, api)
+        us = [_zeros(o).requires_grad_(True) for o in outs]
+        grads = _grads(outs, inputs, us, True)
+        jvps = _grads(grads, us, flat_t, True)
+    if strict and not any(o.requires_grad for o in outs):
+        raise RuntimeError(
+            "jvp(f, primals, tangents, strict=True): The output of f is independent of the "
+            "inputs. This is not allowed with strict=True."
+        )
+    result = (tree_unflatten(outs, spec), tree_unflatten(jvps, spec))
+    return (*result, aux) if has_aux else result
+
+
+def linearize(func, *primals):
+    """``(func(*primals), jvp_fn)``: ``jvp_fn(*tangents)`` is the Jacobian-vector product at
+    ``primals``, from the graph recorded once here (each call differentiates the recorded
+    vector-Jacobian product, which is linear in its cotangent: no new forward pass). As
+    ``torch.func.linearize``."""
+    with enable_grad(), _transform():
+        leaves, spec = tree_flatten(primals)
+        _check_tensors(leaves, "linearize", "primals")
+        inputs = [_differentiable(x) for x in leaves]
+        output = func(*tree_unflatten(inputs, spec))
+        outs, out_spec = _outputs(output, "linearize")
+        us = [_zeros(o).requires_grad_(True) for o in outs]
+        grads = _grads(outs, inputs, us, True)
+
+    def jvp_fn(*tangents):
+        flat_t, t_spec = tree_flatten(tangents)
+        if t_spec != spec:
+            raise RuntimeError(
+                f"Expected the tangents {t_spec!r} to have the same argspec as the primals {spec!r}"
+            )
+        for i, (t, p) in enumerate(zip(flat_t, leaves, strict=True)):
+            if tuple(t.shape) != tuple(p.shape):
+                raise RuntimeError(
+                    f"tangent:{i} with shape torch.Size({list(t.shape)}) in flattened pytree "
+                    f"doesn't match the shape torch.Size({list(p.shape)}) of the "
+                    "corresponding primal."
+                )
+        with enable_grad(), _transform():
+            jvps = _grads(grads, us, flat_t, False)
+        return tree_unflatten([g.detach() for g in jvps], out_spec)
+
+    return tree_unflatten([o.detach() for o in outs], out_spec), jvp_fn
+
+
+# -- Jacobians ---------------------------------------------------------------------------------
+
+
+def _jacobian_tree(rows, outs, out_spec, in_leaves, in_spec):
+    """The pytree a Jacobian transform returns: per output leaf, the input structure with
+    ``rows[i][j]`` (output i's Jacobian with respect to input j) at each input leaf."""
+    per_output = [tree_unflatten(rows[i], in_spec) for i in range(len(outs))]
+    return tree_unflatten(per_output, out_spec)
+
+
+def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
+    """A function returning the Jacobian of ``func`` with respect to the arguments
+    ``argnums``, by reverse mode (one vector-Jacobian product per output element): for an
+    output of shape ``S`` and an input of shape ``T``, a tensor of shape ``S + T``; pytrees
+    of outputs and inputs give the nested structure torch.func.jacrev gives."""
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise ValueError("jacrev: `chunk_size` should be greater than 0.")
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        outer = is_grad_enabled()
+        with enable_grad(), _transform():
+            nums = _check_argnums(argnums, len(args))
+            leaves, spec = tree_flatten(_diff_args(args, nums))
+            inputs = [_differentiable(x) for x in leaves]
+            call = _replace(args, nums, tree_unflatten(inputs, spec))
+            output, aux = _split_aux(func(*call, **kwargs), has_aux, "jacrev(f, ...)(*args)")
+            outs, out_spec = _outputs(output, "jacrev(f, ...)(*args)")
+            create = _outer_needs_graph(outs, inputs, outer)
+            rows = _reverse_rows(outs, inputs, create)
+        result = _jacobian_tree(rows, outs, out_spec, inputs, spec)
+        if has_aux:
+            return result, _plain_tree(aux, create)
+        return result
+
+    return wrapper
+
+
+def _reverse_rows(outs, inputs, create):
+    """``rows[i][j]``: d outs[i] / d inputs[j], of shape outs[i].shape + inputs[j].shape, one
+    backward per element of the outputs."""
+    sizes = [o.numel() for o in outs]
+    total = sum(sizes)
+    parts = [[] for _ in inputs]
+    for k in range(total):
+        cots = []
+        start = 0
+        for o, m in zip(outs, sizes, strict=True):
+            c = np.zeros(m, o.dtype)
+            if start <= k < start + m:
+                c[k - start] = 1
+            cots.append(_wrap(c.reshape(o.shape)))
+            start += m
+        grads = _grads(outs, inputs, cots, create)
+        for j, g in enumerate(grads):
+            parts[j].append(g)
+    stacked = [_stack_rows(p, x, total) for p, x in zip(parts, inputs, strict=True)]
+    rows = []
+    start = 0
+    for o, m in zip(outs, sizes, strict=True):
+        rows.append([
+            _plain(s[start : start + m].reshape(*o.shape, *x.shape), create)
+            for s, x in zip(stacked, inputs, strict=True)
+        ])  # fmt: skip
+        start += m
+    return rows
+
+
+def _stack(tensors, dim=0):
+    return FUNCTIONS["stack"](tensors, dim=dim)  # (an op: recorded as any other)
+
+
+def _stack_rows(parts, x, total):
+    if not parts:
+        return _wrap(np.zeros((total, *x.shape), x.dtype))
+    return _stack(parts)
+
+
+def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
+    """A function returning the Jacobian of ``func`` with respect to the arguments
+    ``argnums``, by forward mode (one Jacobian-vector product per input element; by reverse
+    mode inside an open forward level, where a second level cannot open): shapes and
+    structure as ``jacrev``'s. As ``torch.func.jacfwd``."""
+    _check_randomness(randomness)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        if forward_ad._current_level >= 0:
+            return jacrev(func, argnums, has_aux=has_aux)(*args, **kwargs)
+        api = "jacfwd(f, ...)(*args)"
+        with _transform():
+            nums = _check_argnums(argnums, len(args))
+            leaves, spec = tree_flatten(_diff_args(args, nums))
+            for x in leaves:
+                if not isinstance(x, Tensor):
+                    raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
+            columns = [[] for _ in leaves]  # per input: per element, the output tangents
+            outs = aux = out_spec = None
+            for j, x in enumerate(leaves):
+                for k in range(x.numel()):
+                    e = np.zeros(x.numel(), x.dtype)
+                    e[k] = 1
+                    with forward_ad.dual_level():
+                        duals = list(leaves)
+                        duals[j] = forward_ad.make_dual(x, _wrap(e.reshape(x.shape)))
+                        call = _replace(args, nums, tree_unflatten(duals, spec))
+                        output, aux = _split_aux(func(*call, **kwargs), has_aux, api)
+                        outs, out_spec = _outputs(output, api)
+                        tangents = [forward_ad.unpack_dual(o).tangent for o in outs]
+                        outs = [forward_ad.unpack_dual(o).primal for o in outs]
+                        aux = _unpack_tree(aux)
+                    columns[j].append([_zeros(o) if t is None else t
+                                       for o, t in zip(outs, tangents, strict=True)])  # fmt: skip
+            if outs is None:  # (every input empty: one call for the outputs' shapes)
+                output, aux = _split_aux(func(*args, **kwargs), has_aux, api)
+                outs, out_spec = _outputs(output, api)
+            # (the tangents may be recorded ops of a transform inside: they stay
+            # differentiable only for what is outside this one)
+            keep = is_grad_enabled() and (
+                _nesting.depth > 1
+                or any(x.requires_grad for x in leaves)
+                or bool(reached_leaves(outs))
+            )
+            rows = [[_plain(_columns_to_jacobian(columns[j], i, o, x), keep)
+                     for j, x in enumerate(leaves)] for i, o in enumerate(outs)]  # fmt: skip
+        result = _jacobian_tree(rows, outs, out_spec, leaves, spec)
+        return (result, _plain_tree(aux, keep)) if has_aux else result
+
+    return wrapper
+
+
+def _unpack_tree(tree):
+    leaves, spec = tree_flatten(tree)
+    return tree_unflatten(
+        [forward_ad.unpack_dual(a).primal if isinstance(a, Tensor) else a for a in leaves], spec
+    )
+
+
+def _columns_to_jacobian(columns, i, o, x):
+    if not columns:
+        return _wrap(np.zeros((*o.shape, *x.shape), o.dtype))
+    cols = _stack([c[i] for c in columns], dim=-1)  # o.shape + (x.numel(),)
+    return cols.reshape(*o.shape, *x.shape)
+
+
+def hessian(func, argnums=0):
+    """The Hessian of ``func`` with respect to the arguments ``argnums``:
+    ``jacfwd(jacrev(func, argnums), argnums)`` (forward over reverse), as
+    ``torch.func.hessian``."""
+    return jacfwd(jacrev(func, argnums), argnums)
+
+
+# -- vmap --------------------------------------------------------------------------------------
+
+_RANDOMNESS = ("error", "different", "same")
+
+
+def _check_randomness(randomness):
+    if randomness not in _RANDOMNESS:
+        raise RuntimeError(
+            "Only allowed values for randomness are 'error', 'different', or 'same'. Got "
+            f"{randomness}"
+        )
+
+
+def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
+    """``func`` mapped over a dimension of its inputs: ``in_dims`` says which dimension of
+    each argument is mapped (an int or None, or a structure matching the arguments),
+    ``out_dims`` where the mapped dimension goes in each output. ``randomness``: "error"
+    (random ops inside raise), "different" (each sample draws its own) or "same" (every
+    sample draws the same values). As ``torch.func.vmap``; here ``func`` runs once per
+    sample and the results are stacked (``chunk_size`` is checked and otherwise changes
+    nothing: one sample runs at a time)."""
+    _check_randomness(randomness)
+    if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
+        raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")
+    name = _name(func)
+
+    @functools.wraps(func)
+    def wrapper(*args, **kwargs):
+        size, flat_dims, flat_args, spec = _batched_inputs(in_dims, args, name)
+        results = []
+        same = _random.get_state() if randomness == "same" else None
+        with _random_mode(randomness):
+            for b in range(size):
+                if same is not None:  # (every sample draws what the first one drew)
+                    _random.set_state(same)
+                sample = [
+                    a if d is None else a.select(d, b)
+                    for a, d in zip(flat_args, flat_dims, strict=True)
+                ]
+                results.append(func(*tree_unflatten(sample, spec), **kwargs))
+        return _stack_outputs(results, out_dims, size, name)
+
+    return wrapper
+
+
+def _batched_inputs(in_dims, args, name):
+    if not isinstance(in_dims, (int, tuple)):
+        raise ValueError(
+            f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): expected `in_dims` to be int or "
+            f"a (potentially nested) tuple matching the structure of inputs, got: "
+            f"{type(in_dims)}."
+        )
+    if not args:
+        raise ValueError(
+            f"vmap({name})(<inputs>): got no inputs. Maybe you forgot to add inputs, or you are "
+            "trying to vmap over a function with no inputs. The latter is unsupported."
+        )
+    flat_args, spec = tree_flatten(args)
+    flat_dims = _broadcast_prefix(in_dims, spec)
+    if flat_dims is None:
+        raise ValueError(
+            f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): in_dims is not compatible with "
+            f"the structure of `inputs`. in_dims has structure {tree_flatten(in_dims)[1]!r} "
+            f"but inputs has structure {spec!r}."
+        )
+    for i, (a, d) in enumerate(zip(flat_args, flat_dims, strict=True)):
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool)):
+            raise ValueError(
+                f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} for an input "
+                "but in_dim must be either an integer dimension or None."
+            )
+        if d is not None and not isinstance(a, Tensor):
+            raise ValueError(
+                f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} for an input "
+                f"but the input is of type {type(a)}. We cannot vmap over non-Tensor "
+                "arguments, please use None as the respective in_dim"
+            )
+        if d is not None and not -a.dim() <= d < a.dim():
+            raise ValueError(
+                f"vmap({name}, in_dims={in_dims}, ...)(<inputs>): Got in_dim={d} for some "
+                f"input, but that input is a Tensor of dimensionality {a.dim()} so expected "
+                f"in_dim to satisfy -{a.dim()} <= in_dim < {a.dim()}."
+            )
+        if d is not None and d < 0:
+            flat_dims[i] = d % a.dim()
+    sizes = [a.shape[d] for a, d in zip(flat_args, flat_dims, strict=True) if d is not None]
+    if not sizes:
+        raise ValueError("vmap: Expected at least one Tensor to vmap over")
+    if any(s != sizes[0] for s in sizes):
+        raise ValueError(
+            "vmap: Expected all tensors to have the same size in the mapped dimension, got "
+            f"sizes {sizes} for the mapped dimension"
+        )
+    return sizes[0], flat_dims, flat_args, spec
+
+
+def _stack_outputs(results, out_dims, size, name):
+    first, spec = tree_flatten(results[0]) if results else ([], None)
+    if not results:
+        raise ValueError(f"vmap({name}, ...): the mapped dimension has size 0")
+
+    def incompatible():
+        raise ValueError(
+            f"vmap({name}, ..., out_dims={out_dims})(<inputs>): out_dims is not compatible "
+            f"with the structure of `outputs`. out_dims has structure "
+            f"{tree_flatten(out_dims)[1]!r} but outputs has structure {spec!r}."
+        )
+
+    if spec.kind == "leaf":
+        if isinstance(out_dims, tuple) and len(out_dims) == 1:
+            flat_out = list(out_dims)
+        elif isinstance(out_dims, int) or out_dims is None:
+            flat_out = [out_dims]
+        else:
+            incompatible()
+    else:
+        flat_out = _broadcast_prefix(out_dims, spec)
+        if flat_out is None:
+            incompatible()
+    for d in flat_out:
+        if d is not None and (not isinstance(d, int) or isinstance(d, bool)):
+            raise ValueError(
+                f"vmap({name}, ..., out_dims={out_dims}): `out_dims` must be an int, None or a "
+                "python collection of ints representing where in the outputs the vmapped "
+                "dimension should appear."
+            )
+    per_sample = [tree_flatten(r)[0] for r in results]
+    outputs = []
+    for k, d in enumerate(flat_out):
+        items = [leaves[k] for leaves in per_sample]
+        if d is None:
+            outputs.append(items[0])
+            continue
+        if not isinstance(items[0], Tensor):
+            raise ValueError(
+                f"vmap({name}, ...): `{name}` must only return Tensors, got type "
+                f"{type(items[0])}. Did you mean to set out_dims= to None for output?"
+            )
+        nd = items[0].dim() + 1
+        if not -nd <= d < nd:
+            raise IndexError(
+                f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but "
+                f"got {d})"
+            )
+        outputs.append(_stack(items, dim=d))
+    return tree_unflatten(outputs, spec)
+
+
+def _random_mode(randomness):
+    """Random ops inside vmap: with "error" they raise (as torch's)."""
+    if randomness != "error":
+        return contextlib.nullcontext()
+    return _random.refused(
+        "vmap: called random operation while in randomness error mode. Please either use the "
+        "'same' or 'different' randomness flags on vmap or perform the randomness operation "
+        "out of vmap"
+    )
+
+
+# -- modules -----------------------------------------------------------------------------------
+
+
+def functional_call(module, parameter_and_buffer_dicts, args=None, kwargs=None, *,
+                    tie_weights=True, strict=False):  # fmt: skip
+    """``module(*args, **kwargs)`` with its parameters and buffers replaced by the tensors of
+    ``parameter_and_buffer_dicts`` (a dict name -> tensor, or a tuple of them) for this call
+    only. As ``torch.func.functional_call``: tied tensors follow each other with
+    ``tie_weights``; ``strict`` requires exactly the module's names."""
+    if isinstance(parameter_and_buffer_dicts, dict):
+        given = dict(parameter_and_buffer_dicts)
+    elif isinstance(parameter_and_buffer_dicts, (tuple, list)):
+        given = {}
+        for d in parameter_and_buffer_dicts:
+            repeated = sorted(set(given) & set(d))
+            if repeated:
+                raise ValueError(
+                    f"{repeated} appeared in multiple dictionaries; behavior of functional call "
+                    "is ambiguous"
+                )
+            given.update(d)
+    else:
+        raise ValueError(
+            "Expected parameter_and_buffer_dicts to be a dict, or a list/tuple of dicts, but got "
+            f"{type(parameter_and_buffer_dicts)}"
+        )
+    names = _member_names(module)
+    if tie_weights:
+        given = _untied(names, given)
+    if strict:
+        known = set(names)
+        unexpected = sorted(k for k in given if k not in known)
+        missing = sorted(k for k in names if k not in given)
+        msgs = []
+        if unexpected:
+            msgs.append(f"Unexpected key(s): {', '.join(map(repr, unexpected))}.")
+        if missing:
+            msgs.append(f"Missing key(s): {', '.join(map(repr, missing))}.")
+        if msgs:
+            raise RuntimeError(
+                f"Error(s) in reparametrizing for {type(module).__name__}:\n\t" + "\n\t".join(msgs)
+            )
+    if args is None:
+        args = ()
+    elif not isinstance(args, tuple):
+        args = (args,)
+    with _swapped(module, given):
+        return module(*args, **(kwargs or {}))
+
+
+def _member_names(module):
+    """name -> tensor of every parameter and buffer, tied ones under each of their names."""
+    out = {}
+    for name, p in module.named_parameters(remove_duplicate=False):
+        out[name] = p
+    for name, b in module.named_buffers(remove_duplicate=False):
+        out[name] = b
+    return out
+
+
+def _untied(names, given):
+    by_tensor = {}
+    for name, t in names.items():
+        by_tensor.setdefault(id(t), []).append(name)
+    out = dict(given)
+    for tied in by_tensor.values():
+        if len(tied) < 2:
+            continue
+        values = [given[n] for n in tied if n in given]
+        if not values:
+            continue
+        if len({id(v) for v in values}) != 1:
+            keys = sorted(n for n in tied if n in given)
+            raise ValueError(
+                f"functional_call got multiple values for keys {keys}, which are tied. "
+                "Consider using tie_weights=False"
+            )
+        for n in tied:
+            out[n] = values[0]
+    return out
+
+
+@contextlib.contextmanager
+def _swapped(module, given):
+    saved = []
+    try:
+        for name, value in given.items():
+            owner, leaf = _owner(module, name)
+            for table in ("_parameters", "_buffers"):
+                members = owner.__dict__.get(table)
+                if members is not None and leaf in members:
+                    saved.append((members, leaf, members[leaf], None))
+                    members[leaf] = value
+                    break
+            else:  # (not a member: an attribute for the call, as torch's)
+                saved.append((owner, leaf, None, owner.__dict__.get(leaf, _MISSING)))
+                object.__setattr__(owner, leaf, value)
+        yield
+    finally:
+        for where, leaf, member, attr in reversed(saved):
+            if attr is None:
+                where[leaf] = member
+            elif attr is _MISSING:
+                object.__delattr__(where, leaf)
+            else:
+                object.__setattr__(where, leaf, attr)
+
+
+_MISSING = object()
+
+
+def _owner(module, name):
+    *path, leaf = name.split(".")
+    for part in path:
+        module = getattr(module, part)
+    return module, leaf
+
+
+def stack_module_state(models):
+    """``(params, buffers)``: each parameter and buffer of the models (all of the same
+    structure) stacked along a new first dimension, for ``vmap`` over ``functional_call``.
+    As ``torch.func.stack_module_state``: the stacked parameters are new leaves."""
+    models = list(models)
+    if not models:
+        raise RuntimeError("stack_module_state: Expected at least one model, got 0.")
+    if not (all(m.training for m in models) or not any(m.training for m in models)):
+        raise RuntimeError(
+            "stack_module_state: Expected all models to have the same training/eval mode."
+        )
+    first = type(models[0])
+    if not all(type(m) is first for m in models):
+        raise RuntimeError("stack_module_state: Expected all models to be of the same class.")
+
+    def stacked(named):
+        names = [n for n, _ in named(models[0])]
+        out = {}
+        for n in names:
+            tensors = [dict(named(m))[n] for m in models]
+            out[n] = _stack([t.detach() for t in tensors])
+        return out
+
+    params = stacked(lambda m: m.named_parameters())
+    for p, n in zip(params.values(), dict(models[0].named_parameters()).values(), strict=True):
+        p.requires_grad_(n.requires_grad)
+    buffers = stacked(lambda m: m.named_buffers())
+    return params, buffers
