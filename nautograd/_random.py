@@ -6,14 +6,14 @@ import threading
 import numpy as np
 
 _state = {"rng": np.random.default_rng()}
-# a message set while random ops must raise on this thread (func.vmap's randomness="error")
+# set while random ops must raise on this thread (func.vmap): makes the exception
 _refusal = threading.local()
 
 
 def generator():
-    message = getattr(_refusal, "message", None)
-    if message is not None:
-        raise RuntimeError(message)
+    error = getattr(_refusal, "error", None)
+    if error is not None:
+        raise error()
     return _state["rng"]
 
 
@@ -24,14 +24,14 @@ def manual_seed(seed):
 
 
 @contextlib.contextmanager
-def refused(message):
-    """Random ops on this thread raise RuntimeError(message) inside the block."""
-    before = getattr(_refusal, "message", None)
-    _refusal.message = message
+def refused(error):
+    """Random ops on this thread raise ``error()`` inside the block."""
+    before = getattr(_refusal, "error", None)
+    _refusal.error = error
     try:
         yield
     finally:
-        _refusal.message = before
+        _refusal.error = before
 
 
 def get_state():

@@ -1036,6 +1036,7 @@ def apply(op, *args, **kwargs):
             dt = b.dtype
             if dt is float64 or dt is float32:
                 return _run(op, args, (_scalar(x, dt), b), dt, y._rg, kwargs)
+    given = args
     if op.nin == -1:
         if len(args) == 1 and type(args[0]) in (list, tuple):
             # a sequence of tensors of one floating dtype (stack, cat): the general loop
@@ -1083,12 +1084,16 @@ def apply(op, *args, **kwargs):
             arrays.append(None)
             continue
         else:
+            if type(x) is BATCHED[0]:  # (a vmap's batched value: the op's batching rule)
+                return BATCHED[1](op, given, kwargs)
             a = _operand(x)
         if dt is None:
             dt = a.dtype
         elif a.dtype != dt:
             mixed = True
         arrays.append(a)
+    if BATCHED_ON[0] and kwargs and _has_batched((), kwargs):  # (an index, a mask)
+        return BATCHED[1](op, given, kwargs)
     if mixed and op.same_dtype:
         _mixed_operands(op, arrays)
     if mixed or dt is None or (nums is not None and dt.kind != "f"):
@@ -1662,6 +1667,13 @@ FORWARD_AD = [False]
 FORWARD_AD_APPLY = [None]
 FORWARD_AD_ATTACH = [None]
 NOT_HANDLED = object()
+
+# vmap's batched evaluation (_batching.py): BATCHED = [the BatchedTensor class, the handler of
+# an op ``apply`` is given one of them, the handler of an op frontend (``op.api``) given one];
+# BATCHED_ON[0] counts the batched vmaps running, which frontends test (one list read an op
+# otherwise)
+BATCHED = [None, None, None]
+BATCHED_ON = [0]
 
 # on unless NAUTOGRAD_DEFER=0 (a list: tests and benchmarks switch it)
 DEFER = [os.environ.get("NAUTOGRAD_DEFER", "1") != "0"]
@@ -2451,11 +2463,25 @@ LINALG = {}  # ng.linalg.<name>
 _TO_COPY = OP_BY_NAME["_to_copy"]
 
 
+def _has_batched(args, kwargs):
+    """Whether a vmap's BatchedTensor is among ``args`` (or in a list or tuple there) or
+    ``kwargs``' values."""
+    cls = BATCHED[0]
+    for x in (*args, *kwargs.values()):
+        if type(x) is cls:
+            return True
+        if type(x) in (tuple, list) and any(type(y) is cls for y in x):
+            return True
+    return False
+
+
 def _frontend(op):
     if op.api is not None:
         api = op.api
 
         def f(*args, **kwargs):
+            if BATCHED_ON[0] and _has_batched(args, kwargs):
+                return BATCHED[2](op, args, kwargs)
             return api(apply, *args, **kwargs)
 
     elif op.nin == -1:

@@ -515,7 +515,7 @@ def test_functional_call_strict_and_tied_weights_as_torch():
         nf.functional_call(tied, {"weight": w, "other": w + 1}, ng.ones(1, 3, dtype=ng.float64))
 
 
-def test_per_sample_gradients_of_a_model_as_torchs_tutorial():
+def test_per_sample_gradients_of_a_model_as_torchs_tutorial(caplog):
     n, t = _models()
     (X, Xt) = pair(6, 4)
     y = RNG.integers(0, 3, 6)
@@ -530,12 +530,14 @@ def test_per_sample_gradients_of_a_model_as_torchs_tutorial():
 
     pn = {k: v.detach() for k, v in n.named_parameters()}
     pt = {k: v.detach() for k, v in t.named_parameters()}
-    ours = nf.vmap(nf.grad(compute(ng, n)), in_dims=(None, 0, 0))(pn, X, yn)
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.vmap(nf.grad(compute(ng, n)), in_dims=(None, 0, 0))(pn, X, yn)
+    assert "no batching rule" not in caplog.text
     ref = tf.vmap(tf.grad(compute(torch, t)), in_dims=(None, 0, 0))(pt, Xt, yt)
     close(ours, ref)
 
 
-def test_stack_module_state_and_an_ensemble_by_vmap_as_torch():
+def test_stack_module_state_and_an_ensemble_by_vmap_as_torch(caplog):
     models = [_models(seed) for seed in range(3)]
     x, xt = pair(5, 4)
     pn, bn = nf.stack_module_state([m for m, _ in models])
@@ -547,6 +549,126 @@ def test_stack_module_state_and_an_ensemble_by_vmap_as_torch():
     def run(lib, base, x):
         return lambda p, b: lib.func.functional_call(base, (p, b), (x,))
 
-    close(nf.vmap(run(ng, base_n, x))(pn, bn), tf.vmap(run(torch, base_t, xt))(pt, bt))
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.vmap(run(ng, base_n, x))(pn, bn)
+    assert "no batching rule" not in caplog.text
+    close(ours, tf.vmap(run(torch, base_t, xt))(pt, bt))
     with pytest.raises(RuntimeError, match="Expected at least one model, got 0."):
         nf.stack_module_state([])
+
+
+# -- vmap's batching rules: each function runs batched (no per-sample fallback) ---------------
+
+C = RNG.standard_normal((4,))
+W = RNG.standard_normal((4, 5))
+IDX = np.array([2, 0, 1])
+
+
+def _consts(m):
+    return m.tensor(C), m.tensor(W), m.tensor(IDX)
+
+
+BATCHED_CASES = {
+    "elementwise": lambda m, F, c, w, i: lambda x: x.sin() * x.exp() + 2 - x / 3 + (-x).abs() ** 2,
+    "where": lambda m, F, c, w, i: lambda x: m.where(x > 0, x, 0.5 * x),
+    "broadcast to a higher rank": lambda m, F, c, w, i: lambda x: x[0] * m.stack([c, c * 2]),
+    "activations": lambda m, F, c, w, i: lambda x: F.softplus(x) + F.gelu(x) + F.elu(x) + m.sigmoid(x) + F.leaky_relu(x, 0.2),
+    "clamp and maximum": lambda m, F, c, w, i: lambda x: x.clamp(min=-0.5, max=0.5) + m.maximum(x, c) + x.clamp(min=c),
+    "pow and square": lambda m, F, c, w, i: lambda x: m.pow(x, 2) + x.square() + 2.0**x,
+    "sum": lambda m, F, c, w, i: lambda x: (x.sum(), x.sum(0), x.sum((0, 1)), x.mean(-1, keepdim=True)),
+    "var std amax prod": lambda m, F, c, w, i: lambda x: (x.var(0), x.std(), x.amax(1), x.prod(), x.prod(1), x.amin()),
+    "logsumexp norm argmax": lambda m, F, c, w, i: lambda x: (x.logsumexp(1), x.norm(), x.argmax(), x.argmax(1)),
+    "max and min": lambda m, F, c, w, i: lambda x: (x.max(), x.max(1)[0], x.max(1)[1], x.min(0).values, m.max(x, c)),
+    "softmax cumsum": lambda m, F, c, w, i: lambda x: (F.softmax(x, -1), F.log_softmax(x, 0), x.cumsum(1)),
+    "reshape view permute": lambda m, F, c, w, i: lambda x: (x.reshape(-1), x.view(2, -1), x.permute(1, 0), x.t(), x.T),
+    "transpose unsqueeze squeeze": lambda m, F, c, w, i: lambda x: (x.transpose(0, 1), x.unsqueeze(0), x.unsqueeze(-1).squeeze(), x[:1].squeeze(0)),
+    "flatten flip narrow movedim": lambda m, F, c, w, i: lambda x: (x.flatten(), x.flip(0), x.narrow(1, 1, 2), x.movedim(0, 1), x.diagonal(), x.tril()),
+    "indexing": lambda m, F, c, w, i: lambda x: (x[0], x[:, 1], x[..., None], x[1:, ::2], x[i], x[:, i], x[-1, -2]),
+    "unbind split chunk": lambda m, F, c, w, i: lambda x: (*x.unbind(0), *x.split(1, 0), *x.chunk(2, 1)),
+    "cat and stack": lambda m, F, c, w, i: lambda x: (m.cat([x, x * 2], 0), m.cat([x, c[None].expand(3, 4)], 0), m.stack([x, x * 2], 1)),
+    "expand": lambda m, F, c, w, i: lambda x: (x[:1].expand(2, 3, 4), x.unsqueeze(0).expand(2, -1, -1)),
+    "gather index_select": lambda m, F, c, w, i: lambda x: (x.index_select(0, i), m.gather(x, 1, i.reshape(3, 1))),
+    "matmul with a matrix": lambda m, F, c, w, i: lambda x: (x @ w, x[0] @ w, w.t() @ x[0], x @ x.t(), x[0] @ x[1]),
+    "mm mv dot outer": lambda m, F, c, w, i: lambda x: (m.mm(x, w), m.mv(w.t(), x[0]), m.dot(x[0], c), m.outer(x[0], c)),
+    "linear and layer_norm": lambda m, F, c, w, i: lambda x: (F.linear(x, w.t(), c[:1].expand(5)), F.layer_norm(x, (4,))),
+    "losses": lambda m, F, c, w, i: lambda x: (F.mse_loss(x, x.sin()), F.l1_loss(x, x * 0, reduction="sum"), F.smooth_l1_loss(x, x.cos(), reduction="none"), F.binary_cross_entropy_with_logits(x, x.sigmoid())),
+    "cross_entropy": lambda m, F, c, w, i: lambda x: (F.cross_entropy(x, i), F.cross_entropy(x[0], i[0]), F.nll_loss(F.log_softmax(x, 1), i, reduction="sum")),
+    "count_nonzero all any": lambda m, F, c, w, i: lambda x: (m.count_nonzero(x > 0), (x > -3).all(), (x > 0.9).any(1)),
+    "vector_norm var std": lambda m, F, c, w, i: lambda x: (m.linalg.vector_norm(x, dim=1), x.var(0, unbiased=False), x.std(correction=0)),
+    "0-d samples": lambda m, F, c, w, i: lambda x: (m.softmax(x.sum(), 0), x.sum().sum(0, keepdim=True), x.mean().exp().sum()),
+    "default dims": lambda m, F, c, w, i: lambda x: (x.unbind()[1], x.diagonal(1), x.split([1, 2])[1], x.select(1, 2), x.flatten(1)),
+    "matmul of stacks": lambda m, F, c, w, i: lambda x: (x[0] @ m.stack([x, x]).transpose(1, 2), m.stack([w.t(), w.t()]) @ x.t(), x.expand(2, 3, 4) @ x.t().unsqueeze(0)),
+    "reflected operators": lambda m, F, c, w, i: lambda x: (1 - x, 1 / (x.abs() + 1), 2 * x, c @ x.t()),
+    "masks and conversions": lambda m, F, c, w, i: lambda x: (x.masked_fill(x > 0.5, 0.0), (x * 3).long().double(), x.to(m.float32) * 2, x[:1].expand_as(x), F.pad(x, (1, 2))),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(BATCHED_CASES))
+def test_vmap_runs_each_op_batched_as_torch(case, caplog):
+    x, xt = pair(5, 3, 4)
+    f_ng = BATCHED_CASES[case](ng, ng.nn.functional, *_consts(ng))
+    f_t = BATCHED_CASES[case](torch, torch.nn.functional, *_consts(torch))
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.vmap(f_ng)(x)
+    assert not [r for r in caplog.records if "no batching rule" in r.getMessage()], caplog.text
+    close(ours, tf.vmap(f_t)(xt))
+
+
+@pytest.mark.parametrize(
+    "case", ["elementwise", "sum", "matmul with a matrix", "cross_entropy", "indexing"]
+)
+def test_vmap_of_grad_through_each_rule_as_torch(case, caplog):
+    x, xt = pair(5, 3, 4)
+
+    def scalar(f):
+        def g(x):
+            out = f(x)
+            outs = out if isinstance(out, tuple) else (out,)
+            return sum((o * o).sum() for o in outs if o.is_floating_point())
+
+        return g
+
+    f_ng = scalar(BATCHED_CASES[case](ng, ng.nn.functional, *_consts(ng)))
+    f_t = scalar(BATCHED_CASES[case](torch, torch.nn.functional, *_consts(torch)))
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.vmap(nf.grad(f_ng))(x)
+    assert "no batching rule" not in caplog.text
+    close(ours, tf.vmap(tf.grad(f_t))(xt))
+
+
+def test_vmap_of_an_op_without_a_batching_rule_runs_per_sample(caplog):
+    x, xt = pair(4, 3, 3)
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.vmap(lambda a: ng.linalg.inv(a) * a.sum())(x)
+    assert "no batching rule" in caplog.text
+    close(ours, tf.vmap(lambda a: torch.linalg.inv(a) * a.sum())(xt))
+
+
+def test_vmap_in_dims_and_chunks_run_batched_as_torch(caplog):
+    (x, xt), (y, yt) = pair(3, 5, 2), pair(2, 5)
+    f = lambda a, b: ((a * b.sum()).exp(), a @ b)  # noqa: E731
+    for kw in ({}, {"chunk_size": 2}, {"chunk_size": 5}):
+        with caplog.at_level("DEBUG", logger="nautograd"):
+            ours = nf.vmap(f, in_dims=(1, 1), out_dims=(1, 0), **kw)(x, y)
+        assert "no batching rule" not in caplog.text
+        close(ours, tf.vmap(f, in_dims=(1, 1), out_dims=(1, 0), **kw)(xt, yt))
+
+
+def test_vmap_returning_a_value_that_is_not_batched_expands_it_as_torch():
+    (x, xt), (c, ct) = pair(4, 3), pair(3)
+    close(nf.vmap(lambda a: (a, c * 2))(x), tf.vmap(lambda a: (a, ct * 2))(xt))
+    close(
+        nf.vmap(lambda a: (a, c), out_dims=(0, None))(x),
+        tf.vmap(lambda a: (a, ct), out_dims=(0, None))(xt),
+    )
+    with pytest.raises(ValueError, match="can not return a BatchedTensor when out_dim is None"):
+        nf.vmap(lambda a: a, out_dims=None)(x)
+
+
+def test_vmap_reading_a_value_raises_as_torch():
+    x, xt = pair(4, 3)
+    for lib, v in ((nf, x), (tf, xt)):
+        with pytest.raises(RuntimeError, match="We don't support vmap over calling .item\\(\\)"):
+            lib.vmap(lambda a: a.sum().item())(v)
+        with pytest.raises(RuntimeError, match="data-dependent control flow"):
+            lib.vmap(lambda a: a if a.sum() > 0 else -a)(v)
