@@ -245,7 +245,7 @@ def on_frontend(op, args, kwargs):
     return rule(op, args, kwargs)
 
 
-BATCHED[:] = [BatchedTensor, on_apply, on_frontend]
+BATCHED[:] = [BatchedTensor, on_apply, on_frontend, Unbatchable]
 
 _on_lock = threading.Lock()
 

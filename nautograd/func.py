@@ -10,9 +10,10 @@ tensor that requires grad reached by the function's graph (an argument, or one c
 a closure). Otherwise the backward runs without recording itself (``create_graph=False``),
 the fast path.
 
-``vmap`` runs the function once per sample and stacks the results: the values and gradients
-are torch.func's, but it is not yet a compiled, batched evaluation (torch.func.vmap's
-batching rules run each op once for the whole batch).
+``vmap`` evaluates the function once on batched values (``_batching.py``): each op runs once
+for the whole batch through its batching rule, as torch.func.vmap's do. A function that
+uses an op without a rule (or reads a value, or calls ``autograd`` itself) runs again once
+per sample, and its results are stacked; the ``nautograd`` logger says so at DEBUG level.
 """
 
 import contextlib
@@ -739,9 +740,10 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     each argument is mapped (an int or None, or a structure matching the arguments),
     ``out_dims`` where the mapped dimension goes in each output. ``randomness``: "error"
     (random ops inside raise), "different" (each sample draws its own) or "same" (every
-    sample draws the same values). As ``torch.func.vmap``; here ``func`` runs once per
-    sample and the results are stacked (``chunk_size`` is checked and otherwise changes
-    nothing: one sample runs at a time)."""
+    sample draws the same values); ``chunk_size`` samples are evaluated at a time. As
+    ``torch.func.vmap``: ``func`` runs once on batched values, each op once for the whole
+    batch; if it uses an op that has no batching rule yet, it runs again once per sample
+    (the ``nautograd`` logger names the op at DEBUG level)."""
     _check_randomness(randomness)
     if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
         raise ValueError(f"vmap: chunk_size should be None or greater than 0. (got {chunk_size})")

@@ -1669,10 +1669,11 @@ FORWARD_AD_ATTACH = [None]
 NOT_HANDLED = object()
 
 # vmap's batched evaluation (_batching.py): BATCHED = [the BatchedTensor class, the handler of
-# an op ``apply`` is given one of them, the handler of an op frontend (``op.api``) given one];
+# an op ``apply`` is given one of them, the handler of an op frontend (``op.api``) given one,
+# the exception that makes vmap run per sample instead];
 # BATCHED_ON[0] counts the batched vmaps running, which frontends test (one list read an op
 # otherwise)
-BATCHED = [None, None, None]
+BATCHED = [None, None, None, None]
 BATCHED_ON = [0]
 
 # on unless NAUTOGRAD_DEFER=0 (a list: tests and benchmarks switch it)

@@ -672,3 +672,20 @@ def test_vmap_reading_a_value_raises_as_torch():
             lib.vmap(lambda a: a.sum().item())(v)
         with pytest.raises(RuntimeError, match="data-dependent control flow"):
             lib.vmap(lambda a: a if a.sum() > 0 else -a)(v)
+
+
+def test_vmap_of_a_function_calling_autograd_itself_runs_per_sample_as_torch(caplog):
+    x, xt = pair(4, 3)
+
+    def f(lib):
+        def g(v):
+            v = v.detach().requires_grad_()
+            (gv,) = lib.autograd.grad((v.sin() * v).sum(), v)
+            return gv
+
+        return g
+
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.vmap(f(ng))(x)
+    assert "autograd.grad / backward of a batched value" in caplog.text
+    close(ours, torch.stack([f(torch)(r) for r in xt]))

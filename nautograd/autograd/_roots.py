@@ -4,7 +4,7 @@ gradients made (PyTorch's _make_grads), and the tape edges of the roots and targ
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import FORWARD_AD, Tensor, _accumulator, _accumulator_on, _Lazy, _wrap
+from ..tensor import BATCHED, FORWARD_AD, Tensor, _accumulator, _accumulator_on, _Lazy, _wrap
 
 # scheduler.prepare's size bound for leaves that get a gradient buffer of their own, when
 # none does (read once: np.iinfo per backward cost ~5 us)
@@ -83,6 +83,9 @@ def roots_tape(roots):
 def prepare(roots, grads, targets, as_tensors=False):
     """Check the roots and make their gradients; returns (tape, root gradients, root edges,
     target edges or None) with the tape flushed."""
+    for t in (*roots, *(targets or ())):
+        if type(t) is BATCHED[0]:  # (autograd called inside vmap: vmap runs per sample)
+            raise BATCHED[3]("autograd.grad / backward of a batched value")
     for i, t in enumerate(roots):
         if not isinstance(t, Tensor):
             raise TypeError(f"backward(): expected Tensors as roots, got {type(t).__name__}")

@@ -23,7 +23,7 @@ from ..graph.tape import (
     address_of,
 )
 from ..kernels.registry import compiling, kernel_table, load_kernels
-from ..tensor import Tensor, _wrap
+from ..tensor import BATCHED, Tensor, _wrap
 from . import higher_order
 from ._errors import RELEASED_MSG, modified_inplace
 from ._roots import NO_OWN_BUFFER, edge, prepare, roots_tape
@@ -45,6 +45,8 @@ def _as_tuple(x):
         return None
     if isinstance(x, Tensor):
         return (x,)
+    if type(x) is BATCHED[0]:  # (autograd called inside vmap: vmap runs per sample)
+        raise BATCHED[3]("autograd.grad / backward of a batched value")
     if isinstance(x, GradientEdge):
         return (edge_tensor(x),)
     if isinstance(x, dict):
