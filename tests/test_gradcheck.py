@@ -196,9 +196,45 @@ def test_check_batched_grad_runs_batched_cotangents():
     assert ng.autograd.gradgradcheck(f, (x, w), check_batched_grad=True)
 
 
+def test_check_batched_forward_grad_runs_batched_tangents():
+    x = ng.tensor(X, requires_grad=True)
+    w = ng.tensor(np.arange(6.0).reshape(2, 3) / 5, requires_grad=True)
+    f = lambda x, w: (ng.tanh(w @ x), (x * x).sum(), ng.softmax(w, 1))  # noqa: E731
+    assert ng.autograd.gradcheck(f, (x, w), check_forward_ad=True, check_batched_forward_grad=True)
+
+
+def test_check_batched_forward_grad_finds_a_tangent_that_differs_when_batched():
+    class Wrong(ng.autograd.Function):
+        # a jvp that is right one tangent at a time and wrong on a batch of them
+        @staticmethod
+        def forward(x):
+            return x * 2
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            pass
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * 2
+
+        @staticmethod
+        def jvp(ctx, t):
+            return t * (3 if type(t).__name__ == "BatchedTensor" else 2)
+
+    x = ng.tensor(X, requires_grad=True)
+    assert ng.autograd.gradcheck(Wrong.apply, (x,), check_forward_ad=True)
+    with pytest.raises(
+        ng.autograd.GradcheckError, match="batched gradient computation with forward-mode AD"
+    ):
+        ng.autograd.gradcheck(
+            Wrong.apply, (x,), check_forward_ad=True, check_batched_forward_grad=True
+        )
+
+
 def test_unsupported_checks_say_so():
     x = ng.tensor(X, requires_grad=True)
-    with pytest.raises(NotImplementedError, match="vmap"):
+    with pytest.raises(AssertionError, match="requires check_forward_ad to be True"):
         ng.autograd.gradcheck(lambda x: x * 2, (x,), check_batched_forward_grad=True)
     with pytest.raises(AssertionError, match="Expected at least one of check_fwd_over_rev"):
         ng.autograd.gradgradcheck(lambda x: x * 2, (x,), check_rev_over_rev=False)

@@ -83,7 +83,7 @@ def roots_tape(roots):
 def prepare(roots, grads, targets, as_tensors=False):
     """Check the roots and make their gradients; returns (tape, root gradients, root edges,
     target edges or None) with the tape flushed."""
-    for t in (*roots, *(targets or ())):
+    for t in (*roots, *(targets or ()), *(grads or ())):
         if type(t) is BATCHED[0]:  # (autograd called inside vmap: vmap runs per sample)
             raise BATCHED[3]("autograd.grad / backward of a batched value")
     for i, t in enumerate(roots):
