@@ -13,7 +13,7 @@ import threading
 
 import numpy as np
 
-from .tensor import BATCHED, BATCHED_ON, FUNCTIONS, NN_FUNCTIONAL, OP_BY_NAME, Tensor
+from .tensor import BATCHED, BATCHED_ON, FUNCTIONS, NN_FUNCTIONAL, OP_BY_NAME, Tensor, _wrap
 from .tensor import apply as _apply
 
 
@@ -872,6 +872,20 @@ def _dropout(op, args, kwargs):
     return given["input"]
 
 
+def _scatter_add(op, args, kwargs):
+    """``input.scatter_add(dim, index, src)`` per sample: every operand batched, dim shifted
+    (each sample scatters within its own slice)."""
+    given = dict(zip(("input", "dim", "index", "src"), args, strict=False))
+    given.update(kwargs)
+    x, index, src = given["input"], given["index"], given["src"]
+    if not isinstance(index, (Tensor, BatchedTensor)):
+        index = _wrap(np.asarray(index))
+    b = _batch((x, index, src))
+    dim = _wrap_dim(given["dim"], _rank(x)) + 1
+    phys = [_expanded(v, b) for v in (x, index, src)]
+    return BatchedTensor(FUNCTIONS["scatter_add"](phys[0], dim, phys[1], phys[2]))
+
+
 def _layer_norm(op, args, kwargs):
     names = ("input", "normalized_shape", "weight", "bias", "eps")
     given = dict(zip(names, args, strict=False))
@@ -901,6 +915,7 @@ FRONTEND_RULES.update({
     "nll_loss": _class_loss,
     "dropout": _dropout,
     "layer_norm": _layer_norm,
+    "scatter_add": _scatter_add,
 })  # fmt: skip
 for _name in _LOSS_ARGS:
     FRONTEND_RULES[_name] = _elementwise_loss

@@ -27,7 +27,7 @@ from . import _random
 from ._batching import BatchedTensor, Unbatchable, batched_mode
 from .autograd import forward_ad
 from .autograd.engine import grad as _autograd_grad
-from .autograd.engine import reached_leaves
+from .autograd.engine import batched_walk_pays, reached_leaves
 from .autograd.grad_mode import enable_grad, is_grad_enabled
 from .tensor import FUNCTIONS, Tensor, _wrap
 
@@ -604,24 +604,20 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
 
 def _reverse_rows(outs, inputs, create):
-    """``rows[i][j]``: d outs[i] / d inputs[j], of shape outs[i].shape + inputs[j].shape, one
-    backward per element of the outputs."""
+    """``rows[i][j]``: d outs[i] / d inputs[j], of shape outs[i].shape + inputs[j].shape: the
+    vector-Jacobian products of every basis cotangent at once (one create_graph backward
+    whose formulas run batched, as torch's jacrev vmaps its vjp), or one backward per
+    element where a formula has no batching rule."""
     sizes = [o.numel() for o in outs]
     total = sum(sizes)
-    parts = [[] for _ in inputs]
-    for k in range(total):
-        cots = []
-        start = 0
-        for o, m in zip(outs, sizes, strict=True):
-            c = np.zeros(m, o.dtype)
-            if start <= k < start + m:
-                c[k - start] = 1
-            cots.append(_wrap(c.reshape(o.shape)))
-            start += m
-        grads = _grads(outs, inputs, cots, create)
-        for j, g in enumerate(grads):
-            parts[j].append(g)
-    stacked = [_stack_rows(p, x, total) for p, x in zip(parts, inputs, strict=True)]
+    stacked = None
+    if total > 1 and not _batched_size() and batched_walk_pays(outs, total):
+        try:
+            stacked = _batched_vjps(outs, inputs, sizes, total, create)
+        except Unbatchable as e:
+            _log.debug("jacrev: %s has no batching rule; one backward per output element", e)
+    if stacked is None:
+        stacked = _looped_vjps(outs, inputs, sizes, total, create)
     rows = []
     start = 0
     for o, m in zip(outs, sizes, strict=True):
@@ -631,6 +627,58 @@ def _reverse_rows(outs, inputs, create):
         ])  # fmt: skip
         start += m
     return rows
+
+
+def _basis(outs, sizes, total, k=None):
+    """The cotangents of output element ``k`` (of every element, stacked, when None)."""
+    cots = []
+    start = 0
+    for o, m in zip(outs, sizes, strict=True):
+        if k is None:
+            c = np.zeros((total, m), o.dtype)
+            c[start : start + m] = np.eye(m, dtype=o.dtype)
+            cots.append(BatchedTensor(_wrap(c.reshape(total, *o.shape))))
+        else:
+            c = np.zeros(m, o.dtype)
+            if start <= k < start + m:
+                c[k - start] = 1
+            cots.append(_wrap(c.reshape(o.shape)))
+        start += m
+    return cots
+
+
+def _batched_vjps(outs, inputs, sizes, total, create):
+    pairs = [(o, c) for o, c in zip(outs, _basis(outs, sizes, total), strict=True)
+             if o.requires_grad]  # fmt: skip
+    if not pairs:
+        return [_wrap(np.zeros((total, *x.shape), x.dtype)) for x in inputs]
+    with batched_mode():
+        grads = _autograd_grad(
+            [o for o, _ in pairs],
+            inputs,
+            [c for _, c in pairs],
+            retain_graph=True,
+            create_graph=True,
+            allow_unused=True,
+        )
+    out = []
+    for g, x in zip(grads, inputs, strict=True):
+        if g is None:
+            out.append(_wrap(np.zeros((total, *x.shape), x.dtype)))
+        elif type(g) is BatchedTensor:
+            out.append(g._p)
+        else:  # (the same for every cotangent)
+            out.append(g.unsqueeze(0).expand(total, *x.shape))
+    return out
+
+
+def _looped_vjps(outs, inputs, sizes, total, create):
+    parts = [[] for _ in inputs]
+    for k in range(total):
+        grads = _grads(outs, inputs, _basis(outs, sizes, total, k), create)
+        for j, g in enumerate(grads):
+            parts[j].append(g)
+    return [_stack_rows(p, x, total) for p, x in zip(parts, inputs, strict=True)]
 
 
 def _stack(tensors, dim=0):

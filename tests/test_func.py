@@ -689,3 +689,20 @@ def test_vmap_of_a_function_calling_autograd_itself_runs_per_sample_as_torch(cap
         ours = nf.vmap(f(ng))(x)
     assert "autograd.grad / backward of a batched value" in caplog.text
     close(ours, torch.stack([f(torch)(r) for r in xt]))
+
+
+def test_jacrev_differentiates_every_basis_cotangent_in_one_batched_backward(caplog):
+    (x, xt), (a, at) = pair(16), pair(16, 16)
+
+    def f(m, a):
+        return lambda v: (m.tanh(a @ v) * v, (v * v).sum())
+
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.jacrev(f(ng, a))(x)
+    assert "one backward per output element" not in caplog.text
+    close(ours, tf.jacrev(f(torch, at))(xt))
+    x.requires_grad_()
+    xt.requires_grad_()
+    nf.jacrev(f(ng, a))(x)[0].sum().backward()  # (differentiable for an outer graph)
+    tf.jacrev(f(torch, at))(xt)[0].sum().backward()
+    close(x.grad, xt.grad)

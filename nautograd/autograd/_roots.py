@@ -4,7 +4,16 @@ gradients made (PyTorch's _make_grads), and the tape edges of the roots and targ
 import numpy as np
 
 from ..graph.tape import current_tape
-from ..tensor import BATCHED, FORWARD_AD, Tensor, _accumulator, _accumulator_on, _Lazy, _wrap
+from ..tensor import (
+    BATCHED,
+    BATCHED_ON,
+    FORWARD_AD,
+    Tensor,
+    _accumulator,
+    _accumulator_on,
+    _Lazy,
+    _wrap,
+)
 
 # scheduler.prepare's size bound for leaves that get a gradient buffer of their own, when
 # none does (read once: np.iinfo per backward cost ~5 us)
@@ -47,6 +56,14 @@ def _make_grads(roots, grads, as_tensors):
             else:  # only read (copied into the arena): one read-only array per dtype
                 out.append(_ONES[dt] if dt in _ONES else _ones(dt))
             continue
+        if type(g) is BATCHED[0]:  # (one cotangent per sample: see prepare)
+            if tuple(g.shape) != t._data.shape:
+                raise RuntimeError(
+                    f"Mismatch in shape: grad_output[{i}] has a shape of {_size(g.shape)} and "
+                    f"output[{i}] has a shape of {_size(t._data.shape)}."
+                )
+            out.append(g if g.dtype == dt else g.to(dt))
+            continue
         a = g._data if isinstance(g, Tensor) else np.asarray(g)
         if a.shape != t._data.shape:
             raise RuntimeError(
@@ -83,9 +100,14 @@ def roots_tape(roots):
 def prepare(roots, grads, targets, as_tensors=False):
     """Check the roots and make their gradients; returns (tape, root gradients, root edges,
     target edges or None) with the tape flushed."""
-    for t in (*roots, *(targets or ()), *(grads or ())):
+    for t in (*roots, *(targets or ())):
         if type(t) is BATCHED[0]:  # (autograd called inside vmap: vmap runs per sample)
             raise BATCHED[3]("autograd.grad / backward of a batched value")
+    if grads is not None and any(type(g) is BATCHED[0] for g in grads):
+        # a batch of cotangents (func.jacrev, vmap over a vjp): the create_graph walk runs
+        # its formulas on them, each op once for the batch; the compiled backward cannot
+        if not (as_tensors and targets is not None and BATCHED_ON[0]):
+            raise BATCHED[3]("a batch of cotangents outside a batched create_graph grad()")
     for i, t in enumerate(roots):
         if not isinstance(t, Tensor):
             raise TypeError(f"backward(): expected Tensors as roots, got {type(t).__name__}")

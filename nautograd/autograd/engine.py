@@ -913,6 +913,34 @@ def _on_roots_tape(roots_name):
 
 
 @_graph_task
+def graph_size(roots):
+    """How many nodes a backward from ``roots`` would run."""
+    roots = [t for t in roots if isinstance(t, Tensor) and t._rg and t._h >= 0]
+    if not roots:
+        return 0
+    tape = roots_tape(roots)
+    with tape.lock:
+        nodes = np.array([edge(tape, t)[0] for t in roots], np.int64)
+        tape.flush()
+        state = scheduler.prepare(
+            tape.n, nodes, np.zeros(0, np.int64), 0, tape.flags, tape.edge_ptr, tape.edge_node,
+            tape.edge_input_nr, tape.out_ptr, tape.out_numel, NO_OWN_BUFFER, tape.op,
+            kernel_table(),
+        )[0]  # fmt: skip
+    return int(np.count_nonzero(state))
+
+
+def batched_walk_pays(roots, batch):
+    """Whether one create_graph backward from ``roots`` whose formulas run on a batch of
+    ``batch`` cotangents at once (vmap's batching rules) beats ``batch`` compiled backward
+    passes: the first costs ~50 us of Python per node of the graph, each of the others ~60 us
+    plus ~1 us a node (a 16 x 16 ``func.jacrev``: 0.75 against 1.3 ms; the outer ``jacrev``
+    of a 16-input Hessian, ~10x the nodes: 5.1 against 3.4 ms;
+    benchmarks/func_transforms.py)."""
+    n = graph_size(roots)
+    return batch * (60 + n) > 50 * n
+
+
 def reached_leaves(roots):
     """The leaves (tensors that require grad and have no ``grad_fn``) a backward from
     ``roots`` would reach, alive ones only: ``ng.func`` asks whether a function's result
@@ -1096,6 +1124,38 @@ def grad(
     return tuple(result)
 
 
+def _one_batched_walk(roots, targets, grads, batch, create_graph, allow_unused):
+    """grad(is_grads_batched=True) as one create_graph backward whose formulas run on the
+    whole batch of cotangents (torch vmaps its backward); None where that does not pay or a
+    formula has no batching rule (then one backward per cotangent runs)."""
+    if batch < 2 or not batched_walk_pays(roots, batch):
+        return None
+    from .._batching import BatchedTensor, Unbatchable, batched_mode
+
+    try:
+        with batched_mode():
+            found = grad(
+                roots,
+                targets,
+                [BatchedTensor(g) for g in grads],
+                retain_graph=True,  # (a rule may be missing half-way: the loop then runs)
+                create_graph=True,
+                allow_unused=True,
+            )
+    except Unbatchable:
+        return None
+    result = []
+    for r, t in zip(found, targets, strict=True):
+        if r is None:
+            result.append(None)
+            continue
+        r = r._p if type(r) is BatchedTensor else r.unsqueeze(0).expand(batch, *t.shape)
+        result.append(r if create_graph else r.detach())
+    if not allow_unused and any(r is None for r in result):
+        return None  # (the loop raises the error for it)
+    return result
+
+
 def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, allow_unused,
                   materialize_grads):  # fmt: skip
     """grad(is_grads_batched=True): one grad() per cotangent of the batch, stacked."""
@@ -1131,6 +1191,10 @@ def _grad_batched(outputs, inputs, grad_outputs, retain_graph, create_graph, all
         retain_graph = create_graph
     as_dict = isinstance(inputs, dict)
     targets = _as_tuple(inputs)
+    result = _one_batched_walk(roots, targets, grads, sizes[0], create_graph, allow_unused)
+    if result is not None:
+        _unused_inputs(targets, result, allow_unused, materialize_grads, create_graph)
+        return dict(zip(inputs.keys(), result, strict=True)) if as_dict else tuple(result)
     per_b = []
     for b in range(sizes[0]):
         last = b == sizes[0] - 1
