@@ -26,8 +26,8 @@ import numpy as np
 from . import _random
 from ._batching import BatchedTensor, Unbatchable, batched_mode
 from .autograd import forward_ad
-from .autograd.engine import grad as _autograd_grad
 from .autograd.engine import batched_walk_pays, reached_leaves
+from .autograd.engine import grad as _autograd_grad
 from .autograd.grad_mode import enable_grad, is_grad_enabled
 from .tensor import FUNCTIONS, Tensor, _wrap
 
