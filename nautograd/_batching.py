@@ -339,6 +339,8 @@ FRONTEND_RULES = {}
 
 def _elementwise(op, args, kwargs):
     (x,) = args
+    if not _is_b(x) or any(_is_b(v) for v in kwargs.values()):  # (clamp's tensor bounds)
+        return _broadcasting(op, args, kwargs)
     return BatchedTensor(_apply(op, x._p, **kwargs))
 
 
@@ -507,7 +509,7 @@ def _indexed(op, args, kwargs):
 
 def _broadcast_to(op, args, kwargs):
     (x,) = args
-    size = tuple(kwargs["size"])
+    size = _shape_arg(tuple(kwargs["size"]))
     rank = _rank(x)
     if len(size) < rank:
         raise Unbatchable(f"{op.name} to fewer dims")
@@ -600,6 +602,23 @@ def _pad(op, args, kwargs):
     return BatchedTensor(_apply(op, x._p, **kwargs))
 
 
+def _apply_reshape(op, args, kwargs):
+    (x,) = args
+    if not _is_b(x):
+        raise Unbatchable(op.name)
+    return BatchedTensor(x._p.reshape(x._p.shape[0], *_shape_arg(tuple(kwargs["shape"]))))
+
+
+def _apply_permute(op, args, kwargs):
+    return _permute(op, args, {"dims": _shape_arg(tuple(kwargs["dims"]))})
+
+
+def _apply_index(op, args, kwargs):
+    (x,) = args
+    index = kwargs["index"] if "index" in kwargs else (kwargs["rows"],)
+    return _getitem(x, index)
+
+
 def _outer(op, args, kwargs):
     x, y = args
     return _call("mul", (_call("unsqueeze", (x,), {"dim": -1}), y), {})
@@ -649,6 +668,14 @@ APPLY_RULES.update({
     "_linear_bias": _linear,
     "outer": _outer,
     "pad": _pad,
+    "reshape": _apply_reshape,
+    "view": _apply_reshape,
+    "permute": _apply_permute,
+    "expand": _broadcast_to,
+    "where": _broadcasting,
+    "_index_view": _apply_index,
+    "_index_take": _apply_index,
+    "_index_rows": _apply_index,
 })  # fmt: skip
 
 
@@ -768,7 +795,9 @@ def _getitem(x, index):
     if not _is_b(x):
         raise Unbatchable("indexing with a batched index")
     items = index if isinstance(index, tuple) else (index,)
-    tensors = [i for i, v in enumerate(items) if isinstance(v, (Tensor, BatchedTensor, list))]
+    tensors = [
+        i for i, v in enumerate(items) if isinstance(v, (Tensor, BatchedTensor, list, np.ndarray))
+    ]
     if any(_is_b(v) for v in items):
         raise Unbatchable("indexing with a batched index")
     if tensors:

@@ -706,3 +706,28 @@ def test_jacrev_differentiates_every_basis_cotangent_in_one_batched_backward(cap
     nf.jacrev(f(ng, a))(x)[0].sum().backward()  # (differentiable for an outer graph)
     tf.jacrev(f(torch, at))(xt)[0].sum().backward()
     close(x.grad, xt.grad)
+
+
+JACFWD_CASES = {
+    "tanh layer": lambda m, a: lambda x: m.tanh(a @ x) * x,
+    "softmax and indexing": lambda m, a: lambda x: (
+        m.softmax(x.reshape(4, 4), 1).reshape(-1)[2:9] * x[:7].sum() + x[[1, 3, 5, 7, 9, 11, 13]]
+    ),
+    "reductions": lambda m, a: lambda x: m.stack([x.logsumexp(0), x.norm(), x.var(), (x * a[0]).max()]),
+    "forward over reverse": lambda m, a: m.func.jacrev(lambda x: (m.exp(x * x.sum() * 0.1).sum()).log()),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(JACFWD_CASES))
+def test_jacfwd_pushes_every_basis_tangent_in_one_batched_pass_as_torch(case, caplog):
+    (x, xt), (a, at) = pair(16), pair(16, 16)
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.jacfwd(JACFWD_CASES[case](ng, a))(x)
+    assert "one forward pass per input element" not in caplog.text
+    close(ours, tf.jacfwd(JACFWD_CASES[case](torch, at))(xt), tol=1e-9)
+
+
+def test_jacfwd_through_an_op_without_a_batching_rule_as_torch():
+    x, xt = pair(3, 3)
+    f = lambda m: lambda a: m.linalg.det(a @ a.t() + m.eye(3, dtype=a.dtype))  # noqa: E731
+    close(nf.jacfwd(f(ng))(x), tf.jacfwd(f(torch))(xt), tol=1e-9)

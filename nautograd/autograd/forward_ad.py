@@ -441,13 +441,17 @@ def _through_vjp(op, args, seq, tangents, kwargs, outs):
         if not pairs:
             jvps = [None] * len(gs)
         else:
+            # (a batch of tangents, func.jacfwd's: the create_graph walk runs them batched)
+            batched = any(type(t) is _tensor.BATCHED[0] for _, t in pairs)
             jvps = grad(
                 [v for v, _ in pairs],
                 gs,
                 [t for _, t in pairs],
-                create_graph=needs_graph,
+                create_graph=needs_graph or batched,
                 allow_unused=True,
             )
+            if batched and not needs_graph:
+                jvps = [None if j is None else j.detach() for j in jvps]
     out = iter(jvps)
     tangents_out = []
     for r in result:

@@ -299,9 +299,9 @@ def jacobian(
 
 
 def _jacfwd(func, inputs, strict, vectorize):
-    """jacobian(strategy="forward-mode"): one forward AD evaluation per input element, each
-    giving a column of every output's Jacobian (torch batches them with vmap)."""
-    from . import forward_ad as fw
+    """jacobian(strategy="forward-mode"): ``func.jacfwd``, every input element's basis
+    tangent in one batched forward pass (one pass per element where an op has no batching
+    rule), as torch batches them with vmap."""
 
     if strict:
         raise RuntimeError(
@@ -314,33 +314,23 @@ def _jacfwd(func, inputs, strict, vectorize):
             "Computing Jacobian using forward-AD or forward-over-reverse Hessian is"
             "only implemented for `vectorize=True`."
         )
+    from .. import func as ng_func
+
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "jacobian")
-    columns = None  # [output][input] -> list of tangents, one per input element
-    outputs = None
-    for j in range(len(inputs)):
-        for result in fw.basis_jvps(func, inputs, j):
-            is_outputs_tuple, out = _as_tuple(result, "outputs", "jacobian")
-            if outputs is None:
-                outputs = [fw.unpack_dual(o).primal.detach() for o in out]
-                columns = [[[] for _ in inputs] for _ in out]
-            for o_idx, o in enumerate(out):
-                tangent = fw.unpack_dual(o).tangent
-                columns[o_idx][j].append(
-                    _wrap(np.zeros(o.shape, o._data.dtype)) if tangent is None else tangent
-                )
-    jac = []
-    for o_idx, out in enumerate(outputs):
-        per_input = []
-        for j, x in enumerate(inputs):
-            cols = columns[o_idx][j]
-            if not cols:  # (an input with no elements)
-                per_input.append(_wrap(np.zeros(out.shape + x.shape, out._data.dtype)))
-                continue
-            a = np.stack([c._data.reshape(-1) for c in cols], axis=-1)  # (out numel, in numel)
-            per_input.append(_wrap(a.reshape(out.shape + x.shape)))
-        jac.append(per_input)
+    shape = []
+
+    def checked(*xs):
+        result = func(*xs)
+        is_tuple, _ = _as_tuple(result, "outputs", "jacobian")
+        shape[:] = [is_tuple]
+        return result
+
+    # func.jacfwd: one forward pass whose tangents are the batch of basis vectors
+    jac = ng_func.jacfwd(checked, argnums=tuple(range(len(inputs))))(*inputs)
+    per_output = jac if shape[0] else (jac,)
+    jac = [[j.detach() for j in per_input] for per_input in per_output]
     # (lists, as torch's forward mode returns them, where its reverse mode gives tuples)
-    return _unpack(jac, (is_outputs_tuple, is_inputs_tuple))
+    return _unpack(jac, (shape[0], is_inputs_tuple))
 
 
 def _stack(rows, shape, inp):
