@@ -912,7 +912,6 @@ def _on_roots_tape(roots_name):
     return wrap
 
 
-@_graph_task
 def graph_size(roots):
     """How many nodes a backward from ``roots`` would run."""
     roots = [t for t in roots if isinstance(t, Tensor) and t._rg and t._h >= 0]
@@ -964,6 +963,7 @@ def reached_leaves(roots):
     return [t for t in found if t is not None]
 
 
+@_graph_task
 @_on_roots_tape(roots_name="tensors")
 def backward(
     tensors,
