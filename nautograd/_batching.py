@@ -59,7 +59,7 @@ class BatchedTensor:
     ndim = property(dim)
 
     def numel(self):
-        return self._p.numel() // self._p.shape[0]
+        return self.shape.numel()
 
     def __len__(self):
         if self.dim() == 0:
@@ -372,7 +372,7 @@ def _reduction(op, args, kwargs):
         raise Unbatchable(op.name)
     rank = _rank(x)
     kwargs = dict(kwargs)
-    dim = kwargs.get("dim")
+    dim = kwargs.get("dim", _defaults(op).get("dim"))
     p = x._p
     b = p.shape[0]
     if rank == 0:  # (a 0-d sample reduces as one element: physical (B, 1) along dim 1)

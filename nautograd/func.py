@@ -858,9 +858,9 @@ def _vmap_batched(func, flat_args, flat_dims, spec, size, out_dims, randomness, 
                   name, kwargs):  # fmt: skip
     """``func`` evaluated once on batched values (_batching.py), ``chunk_size`` samples at a
     time; raises Unbatchable where an op has no batching rule."""
-    step = size if chunk_size is None else min(chunk_size, size)
+    step = max(size if chunk_size is None else min(chunk_size, size), 1)
     parts = []
-    for start in range(0, size, step):
+    for start in range(0, max(size, 1), step):  # (an empty batch: one evaluation of it)
         n = min(step, size - start)
         batched = [
             a if d is None else BatchedTensor(_chunk(a, d, start, n, size).movedim(d, 0))

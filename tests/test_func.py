@@ -731,3 +731,9 @@ def test_jacfwd_through_an_op_without_a_batching_rule_as_torch():
     x, xt = pair(3, 3)
     f = lambda m: lambda a: m.linalg.det(a @ a.t() + m.eye(3, dtype=a.dtype))  # noqa: E731
     close(nf.jacfwd(f(ng))(x), tf.jacfwd(f(torch))(xt), tol=1e-9)
+
+
+def test_vmap_over_an_empty_batch_as_torch():
+    x, xt = pair(0, 3)
+    for f in (lambda v: v * 2, lambda v: (v.sum(), v @ v)):
+        close(nf.vmap(f)(x), tf.vmap(f)(xt))
