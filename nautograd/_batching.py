@@ -6,7 +6,9 @@ per-sample call (dimensions, shapes, broadcasting) into one call on the stacked 
 An op without a rule raises Unbatchable, and vmap runs the function once per sample instead
 (torch's vmap has a per-op fallback of the same kind). Rules exist for the elementwise ops,
 broadcasting, reductions, views and shape ops, indexing with ints, slices and one index
-tensor, products, ``linear``, softmax, the elementwise losses and cross-entropy.
+tensor, products, ``einsum``, ``linear``, softmax, the elementwise losses and
+cross-entropy, convolutions and pooling, ``embedding``, ``layer_norm`` and ``batch_norm``
+with running statistics.
 """
 
 import threading
@@ -915,6 +917,89 @@ def _scatter_add(op, args, kwargs):
     return BatchedTensor(FUNCTIONS["scatter_add"](phys[0], dim, phys[1], phys[2]))
 
 
+def _bound(op, args, kwargs, names):
+    """The public call's arguments by name (``names``: its parameters in order)."""
+    given = dict(zip(names, args, strict=False))
+    given.update(kwargs)
+    return given
+
+
+def _spatial(rank_one, names):
+    """conv and pool on a batched input whose other arguments are not batched: one sample
+    of rank ``rank_one`` (unbatched conv, (C, *spatial)) runs as the stacked samples'
+    batch; a sample with its own batch dim runs with both dims merged."""
+
+    def rule(op, args, kwargs):
+        given = _bound(op, args, kwargs, names)
+        x = given.pop("input")
+        if not _is_b(x) or any(_is_b(v) for v in given.values()):
+            raise Unbatchable(f"{op.name} with batched weights")
+        if given.get("return_indices"):
+            raise Unbatchable(f"{op.name}(return_indices=True)")
+        p = x._p
+        b = p.shape[0]
+        if _rank(x) == rank_one:
+            return BatchedTensor(NN_FUNCTIONAL[op.name](p, **given))
+        if _rank(x) != rank_one + 1:
+            raise Unbatchable(f"{op.name} of rank {_rank(x)}")
+        r = NN_FUNCTIONAL[op.name](p.reshape(b * p.shape[1], *p.shape[2:]), **given)
+        return BatchedTensor(r.reshape(b, p.shape[1], *r.shape[1:]))
+
+    return rule
+
+
+def _embedding(op, args, kwargs):
+    names = ("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq",
+             "sparse")  # fmt: skip
+    given = _bound(op, args, kwargs, names)
+    x, w = given.pop("input"), given.pop("weight")
+    if _is_b(w) or any(_is_b(v) for v in given.values()):
+        raise Unbatchable("embedding with a batched weight")
+    return BatchedTensor(NN_FUNCTIONAL["embedding"](x._p, w, **given))
+
+
+def _batch_norm(op, args, kwargs):
+    """batch_norm with running statistics (``training=False``): each element on its own."""
+    names = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum",
+             "eps")  # fmt: skip
+    given = _bound(op, args, kwargs, names)
+    x = given.pop("input")
+    if given.get("training") or not _is_b(x) or any(_is_b(v) for v in given.values()):
+        raise Unbatchable("batch_norm in training mode (its statistics mix the samples)")
+    p = x._p
+    b = p.shape[0]
+    r = NN_FUNCTIONAL["batch_norm"](p.reshape(b * p.shape[1], *p.shape[2:]), **given)
+    return BatchedTensor(r.reshape(p.shape))
+
+
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum(op, args, kwargs):
+    """einsum with an explicit output: a letter of its own for the batch dim, first in every
+    batched operand and in the output."""
+    equation, *operands = args
+    if kwargs or len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = list(operands[0]) if operands else []
+        if kwargs:
+            raise Unbatchable("einsum with keyword arguments")
+    if "->" not in equation:
+        raise Unbatchable("einsum without an explicit output")
+    ins, out = equation.replace(" ", "").split("->")
+    terms = ins.split(",")
+    if len(terms) != len(operands):
+        raise Unbatchable("einsum operands")
+    free = [c for c in _LETTERS if c not in equation]
+    z = free[0]
+    b = _batch(operands)
+    new_terms = [z + t if _is_b(x) else t for t, x in zip(terms, operands, strict=True)]
+    phys = [x._p if _is_b(x) else x for x in operands]
+    result = FUNCTIONS["einsum"](",".join(new_terms) + "->" + z + out, *phys)
+    if result.shape[0] != b:
+        raise Unbatchable("einsum")
+    return BatchedTensor(result)
+
+
 def _layer_norm(op, args, kwargs):
     names = ("input", "normalized_shape", "weight", "bias", "eps")
     given = dict(zip(names, args, strict=False))
@@ -945,6 +1030,15 @@ FRONTEND_RULES.update({
     "dropout": _dropout,
     "layer_norm": _layer_norm,
     "scatter_add": _scatter_add,
+    "conv1d": _spatial(2, ("input", "weight", "bias", "stride", "padding", "dilation", "groups")),
+    "conv2d": _spatial(3, ("input", "weight", "bias", "stride", "padding", "dilation", "groups")),
+    "max_pool2d": _spatial(3, ("input", "kernel_size", "stride", "padding", "dilation",
+                               "ceil_mode", "return_indices")),
+    "avg_pool2d": _spatial(3, ("input", "kernel_size", "stride", "padding", "ceil_mode",
+                               "count_include_pad", "divisor_override")),
+    "embedding": _embedding,
+    "batch_norm": _batch_norm,
+    "einsum": _einsum,
 })  # fmt: skip
 for _name in _LOSS_ARGS:
     FRONTEND_RULES[_name] = _elementwise_loss

@@ -737,3 +737,38 @@ def test_vmap_over_an_empty_batch_as_torch():
     x, xt = pair(0, 3)
     for f in (lambda v: v * 2, lambda v: (v.sum(), v @ v)):
         close(nf.vmap(f)(x), tf.vmap(f)(xt))
+
+
+_R = np.random.default_rng(3)
+SPATIAL = {
+    "X": _R.standard_normal((4, 2, 6, 6)),
+    "W": _R.standard_normal((3, 2, 3, 3)),
+    "W1": _R.standard_normal((3, 6, 3)),
+    "bias": _R.standard_normal(3),
+    "E": _R.standard_normal((10, 3)),
+    "I": _R.integers(0, 10, (4, 5)),
+    "A": _R.standard_normal((4, 3, 5)),
+    "B": _R.standard_normal((5, 2)),
+    "rm": _R.standard_normal(2),
+    "rv": _R.random(2) + 0.5,
+}
+MODEL_CASES = {
+    "conv2d": (lambda m, F, k: lambda x: F.conv2d(x, k["W"], k["bias"], padding=1), "X"),
+    "conv2d of a sample batch": (lambda m, F, k: lambda x: F.conv2d(x.unsqueeze(0).expand(2, -1, -1, -1), k["W"], stride=2), "X"),
+    "conv1d": (lambda m, F, k: lambda x: F.conv1d(x[0], k["W1"], padding=1), "X"),
+    "pools": (lambda m, F, k: lambda x: (F.max_pool2d(x, 2), F.avg_pool2d(x, 3, stride=1)), "X"),
+    "embedding": (lambda m, F, k: lambda i: F.embedding(i, k["E"], padding_idx=2), "I"),
+    "batch_norm in eval mode": (lambda m, F, k: lambda x: F.batch_norm(x.unsqueeze(0), k["rm"], k["rv"]), "X"),
+    "einsum": (lambda m, F, k: lambda a: m.einsum("ij,jk->ik", a, k["B"]) + m.einsum("ij,ij->i", a, a)[:, None], "A"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(MODEL_CASES))
+def test_vmap_runs_model_ops_batched_as_torch(case, caplog):
+    build, data = MODEL_CASES[case]
+    f_ng = build(ng, ng.nn.functional, {k: ng.tensor(v) for k, v in SPATIAL.items()})
+    f_t = build(torch, torch.nn.functional, {k: torch.tensor(v) for k, v in SPATIAL.items()})
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = nf.vmap(f_ng)(ng.tensor(SPATIAL[data]))
+    assert "no batching rule" not in caplog.text
+    close(ours, tf.vmap(f_t)(torch.tensor(SPATIAL[data])))
