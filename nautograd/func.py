@@ -316,6 +316,18 @@ def _plain_tree(tree, create):
     return tree_unflatten([_plain(x, create) for x in leaves], spec)
 
 
+def _call_on_inputs(func, args, kwargs, argnums, has_aux, api):
+    """``func`` called with the arguments ``argnums`` replaced by tensors to differentiate
+    with respect to (``_differentiable``): (those tensors flat, their structure, the output,
+    aux)."""
+    nums = _check_argnums(argnums, len(args))
+    leaves, spec = tree_flatten(_diff_args(args, nums))
+    inputs = [_differentiable(x) for x in leaves]
+    call = _replace(args, nums, tree_unflatten(inputs, spec))
+    output, aux = _split_aux(func(*call, **kwargs), has_aux, api)
+    return inputs, spec, output, aux
+
+
 def _split_aux(output, has_aux, api):
     if not has_aux:
         return output, None
@@ -339,11 +351,9 @@ def grad_and_value(func, argnums=0, has_aux=False):
     def wrapper(*args, **kwargs):
         outer = is_grad_enabled()
         with enable_grad(), _transform():
-            nums = _check_argnums(argnums, len(args))
-            leaves, spec = tree_flatten(_diff_args(args, nums))
-            inputs = [_differentiable(x) for x in leaves]
-            call = _replace(args, nums, tree_unflatten(inputs, spec))
-            output, aux = _split_aux(func(*call, **kwargs), has_aux, "grad_and_value(f)(*args)")
+            inputs, spec, output, aux = _call_on_inputs(
+                func, args, kwargs, argnums, has_aux, "grad_and_value(f)(*args)"
+            )
             if not _is_tensor(output):
                 raise RuntimeError(
                     f"grad_and_value(f)(*args): Expected f(*args) to return a Tensor, got "
@@ -577,9 +587,10 @@ def _jacobian_tree(rows, outs, out_spec, in_leaves, in_spec):
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     """A function returning the Jacobian of ``func`` with respect to the arguments
-    ``argnums``, by reverse mode (one vector-Jacobian product per output element): for an
-    output of shape ``S`` and an input of shape ``T``, a tensor of shape ``S + T``; pytrees
-    of outputs and inputs give the nested structure torch.func.jacrev gives."""
+    ``argnums``, by reverse mode (the vector-Jacobian products of every output element's
+    basis cotangent, batched in one backward where that pays): for an output of shape ``S``
+    and an input of shape ``T``, a tensor of shape ``S + T``; pytrees of outputs and inputs
+    give the nested structure torch.func.jacrev gives."""
     if chunk_size is not None and not (isinstance(chunk_size, int) and chunk_size > 0):
         raise ValueError("jacrev: `chunk_size` should be greater than 0.")
 
@@ -587,11 +598,9 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
     def wrapper(*args, **kwargs):
         outer = is_grad_enabled()
         with enable_grad(), _transform():
-            nums = _check_argnums(argnums, len(args))
-            leaves, spec = tree_flatten(_diff_args(args, nums))
-            inputs = [_differentiable(x) for x in leaves]
-            call = _replace(args, nums, tree_unflatten(inputs, spec))
-            output, aux = _split_aux(func(*call, **kwargs), has_aux, "jacrev(f, ...)(*args)")
+            inputs, spec, output, aux = _call_on_inputs(
+                func, args, kwargs, argnums, has_aux, "jacrev(f, ...)(*args)"
+            )
             outs, out_spec = _outputs(output, "jacrev(f, ...)(*args)")
             create = _outer_needs_graph(outs, inputs, outer)
             rows = _reverse_rows(outs, inputs, create)
