@@ -912,21 +912,25 @@ def _on_roots_tape(roots_name):
     return wrap
 
 
-def graph_size(roots):
-    """How many nodes a backward from ``roots`` would run."""
-    roots = [t for t in roots if isinstance(t, Tensor) and t._rg and t._h >= 0]
-    if not roots:
-        return 0
+def _reach(roots):
+    """scheduler.prepare's pass from ``roots`` (tensors in a graph): (tape, state, the
+    AccumulateGrad nodes reached)."""
     tape = roots_tape(roots)
     with tape.lock:
         nodes = np.array([edge(tape, t)[0] for t in roots], np.int64)
         tape.flush()
-        state = scheduler.prepare(
+        state, _, _, _, _, leaves, _ = scheduler.prepare(
             tape.n, nodes, np.zeros(0, np.int64), 0, tape.flags, tape.edge_ptr, tape.edge_node,
             tape.edge_input_nr, tape.out_ptr, tape.out_numel, NO_OWN_BUFFER, tape.op,
             kernel_table(),
-        )[0]  # fmt: skip
-    return int(np.count_nonzero(state))
+        )  # fmt: skip
+        return tape, state, [tape.obj[i]() for i in leaves.tolist()]
+
+
+def graph_size(roots):
+    """How many nodes a backward from ``roots`` would run."""
+    roots = [t for t in roots if isinstance(t, Tensor) and t._rg and t._h >= 0]
+    return int(np.count_nonzero(_reach(roots)[1])) if roots else 0
 
 
 def batched_walk_pays(roots, batch):
@@ -948,18 +952,8 @@ def reached_leaves(roots):
     roots = [t for t in roots if isinstance(t, Tensor) and t._rg]
     found = [t for t in roots if t._h < 0]  # (a leaf root reaches itself)
     roots = [t for t in roots if t._h >= 0]
-    if not roots:
-        return found
-    tape = roots_tape(roots)
-    with tape.lock:
-        nodes = np.array([edge(tape, t)[0] for t in roots], np.int64)
-        tape.flush()
-        leaves = scheduler.prepare(
-            tape.n, nodes, np.zeros(0, np.int64), 0, tape.flags, tape.edge_ptr, tape.edge_node,
-            tape.edge_input_nr, tape.out_ptr, tape.out_numel, NO_OWN_BUFFER, tape.op,
-            kernel_table(),
-        )[5]  # fmt: skip
-        found += [tape.obj[i]() for i in leaves.tolist()]
+    if roots:
+        found += _reach(roots)[2]
     return [t for t in found if t is not None]
 
 
