@@ -15,6 +15,7 @@ import threading
 
 import numpy as np
 
+from . import _random
 from .tensor import BATCHED, BATCHED_ON, FUNCTIONS, NN_FUNCTIONAL, OP_BY_NAME, Tensor, _wrap
 from .tensor import apply as _apply
 
@@ -894,13 +895,28 @@ def _class_loss(op, args, kwargs):
     return BatchedTensor(loss.sum(dim=1) / counted.sum(dim=1))
 
 
+def per_sample_draws():
+    """What random ops raise while a batched vmap has randomness="different": a draw made
+    once would serve every sample, so vmap runs per sample, unless a rule draws per sample
+    (dropout)."""
+    return Unbatchable("a random op")
+
+
 def _dropout(op, args, kwargs):
     names = ("input", "p", "training", "inplace")
     given = dict(zip(names, args, strict=False))
     given.update(kwargs)
-    if given.get("training", True) and given.get("p", 0.5) > 0:
-        raise Unbatchable("dropout")  # (random: per sample, as vmap's randomness says)
-    return given["input"]
+    x, p, training = given["input"], given.get("p", 0.5), given.get("training", True)
+    if not training or p == 0:
+        return x
+    if not _is_b(x) or given.get("inplace"):
+        raise Unbatchable("dropout")
+    if _random.refusal() is per_sample_draws:  # randomness="different": a mask per sample
+        with _random.refused(None):
+            return BatchedTensor(NN_FUNCTIONAL["dropout"](x._p, p, True))
+    # randomness="same": one mask for every sample ("error": the draw raises torch's error)
+    keep = NN_FUNCTIONAL["dropout"](_wrap(np.ones(x.shape, x.dtype)), p, True)
+    return _call("mul", (x, keep), {})
 
 
 def _scatter_add(op, args, kwargs):

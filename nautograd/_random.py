@@ -34,6 +34,11 @@ def refused(error):
         _refusal.error = before
 
 
+def refusal():
+    """The exception factory random ops raise with on this thread, or None."""
+    return getattr(_refusal, "error", None)
+
+
 def get_state():
     return _state["rng"].bit_generator.state
 

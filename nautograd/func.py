@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from . import _random
-from ._batching import BatchedTensor, Unbatchable, batched_mode
+from ._batching import BatchedTensor, Unbatchable, batched_mode, per_sample_draws
 from .autograd import forward_ad
 from .autograd.engine import batched_walk_pays, reached_leaves
 from .autograd.engine import grad as _autograd_grad
@@ -1077,7 +1077,7 @@ def _random_mode(randomness, batched=False):
     if randomness == "error":
         return _random.refused(lambda: RuntimeError(_RANDOM_ERROR))
     if randomness == "different" and batched:
-        return _random.refused(lambda: Unbatchable("a random op"))
+        return _random.refused(per_sample_draws)
     return contextlib.nullcontext()
 
 

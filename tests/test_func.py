@@ -772,3 +772,26 @@ def test_vmap_runs_model_ops_batched_as_torch(case, caplog):
         ours = nf.vmap(f_ng)(ng.tensor(SPATIAL[data]))
     assert "no batching rule" not in caplog.text
     close(ours, tf.vmap(f_t)(torch.tensor(SPATIAL[data])))
+
+
+def test_vmap_dropout_draws_as_its_randomness_says_without_running_per_sample(caplog):
+    x = ng.ones(6, 2000, dtype=ng.float64)
+    F = ng.nn.functional
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        different = nf.vmap(lambda v: F.dropout(v, 0.3), randomness="different")(x).numpy()
+        same = nf.vmap(lambda v: F.dropout(v, 0.3), randomness="same")(x).numpy()
+        off = nf.vmap(lambda v: F.dropout(v, 0.3, training=False))(x)
+    assert "no batching rule" not in caplog.text
+    assert len({r.tobytes() for r in different}) == 6
+    assert len({r.tobytes() for r in same}) == 1
+    for d in (different, same):
+        assert set(np.unique(d)) <= {0.0, 1 / 0.7}
+        assert abs((d > 0).mean() - 0.7) < 0.05
+    close(off, torch.ones(6, 2000, dtype=torch.float64))
+    with pytest.raises(RuntimeError, match="randomness error mode"):
+        nf.vmap(lambda v: F.dropout(v, 0.3))(x)
+    w = ng.tensor(np.linspace(1, 2, 2000))
+    g = nf.vmap(
+        nf.grad(lambda w, v: F.dropout(v * w, 0.5).sum()), (None, 0), randomness="different"
+    )(w, x)
+    assert set(np.unique(g.numpy())) <= {0.0, 2.0} and len({r.tobytes() for r in g.numpy()}) == 6
