@@ -794,20 +794,39 @@ def _index_rule(op, args, kwargs):
 
 def _getitem(x, index):
     """``x[index]`` per sample: ints, slices, None, Ellipsis and one group of adjacent index
-    tensors that are not batched; anything else runs per sample."""
-    if not _is_b(x):
-        raise Unbatchable("indexing with a batched index")
+    tensors that are not batched; or a batched integer index tensor first, then slices
+    (``logits[target]``, ``table[ids]``); anything else runs per sample."""
     items = index if isinstance(index, tuple) else (index,)
+    if any(_is_b(v) for v in items):
+        return _batched_index(x, items)
+    if not _is_b(x):
+        raise Unbatchable("indexing")
     tensors = [
         i for i, v in enumerate(items) if isinstance(v, (Tensor, BatchedTensor, list, np.ndarray))
     ]
-    if any(_is_b(v) for v in items):
-        raise Unbatchable("indexing with a batched index")
     if tensors:
         ints = [i for i, v in enumerate(items) if isinstance(v, (int, np.integer))]
         if ints or tensors != list(range(tensors[0], tensors[-1] + 1)):
             raise Unbatchable("indexing with separated index tensors")
     return BatchedTensor(x._p[(slice(None), *items)])
+
+
+def _batched_index(x, items):
+    """``x[idx, :, ...]`` with a batched integer tensor ``idx``: each sample gathers with its
+    own indices (a batched ``x`` pairs sample b's rows with sample b's indices)."""
+    idx, rest = items[0], items[1:]
+    if (
+        not _is_b(idx)
+        or np.dtype(idx.dtype).kind not in "iu"
+        or any(not (isinstance(v, slice) and v == slice(None)) for v in rest)
+    ):
+        raise Unbatchable("indexing with a batched index")
+    p = idx._p
+    if not _is_b(x):
+        return BatchedTensor(x[p])
+    b = p.shape[0]
+    rows = _wrap(np.arange(b).reshape(b, *([1] * (p.dim() - 1))))
+    return BatchedTensor(x._p[rows, p])
 
 
 def _linear_frontend(op, args, kwargs):

@@ -795,3 +795,29 @@ def test_vmap_dropout_draws_as_its_randomness_says_without_running_per_sample(ca
         nf.grad(lambda w, v: F.dropout(v * w, 0.5).sum()), (None, 0), randomness="different"
     )(w, x)
     assert set(np.unique(g.numpy())) <= {0.0, 2.0} and len({r.tobytes() for r in g.numpy()}) == 6
+
+
+def test_vmap_indexing_with_a_batched_index_runs_batched_as_torch(caplog):
+    rng = np.random.default_rng(5)
+    X, idx, E = (
+        rng.standard_normal((5, 6, 3)),
+        rng.integers(0, 6, (5, 2)),
+        rng.standard_normal((6, 3)),
+    )
+    L, t = rng.standard_normal((5, 4)), rng.integers(0, 4, 5)
+    with caplog.at_level("DEBUG", logger="nautograd"):
+        ours = (
+            nf.vmap(lambda x, i: x[i])(ng.tensor(X), ng.tensor(idx)),
+            nf.vmap(lambda x, i: x[i, :])(ng.tensor(X), ng.tensor(idx)),
+            nf.vmap(lambda i: ng.tensor(E)[i])(ng.tensor(idx)),
+            nf.vmap(nf.grad(lambda l, k: l[k].exp()))(ng.tensor(L), ng.tensor(t)),
+        )
+    assert "no batching rule" not in caplog.text
+    ref = (
+        tf.vmap(lambda x, i: x[i])(torch.tensor(X), torch.tensor(idx)),
+        tf.vmap(lambda x, i: x[i, :])(torch.tensor(X), torch.tensor(idx)),
+        tf.vmap(lambda i: torch.tensor(E)[i])(torch.tensor(idx)),
+        # (torch's vmap reads a 0-d index's value here and raises: one grad per sample)
+        torch.stack([torch.func.grad(lambda l, k: l[k].exp())(a, k) for a, k in zip(torch.tensor(L), torch.tensor(t))]),
+    )  # fmt: skip
+    close(ours, ref)
