@@ -818,6 +818,6 @@ def test_vmap_indexing_with_a_batched_index_runs_batched_as_torch(caplog):
         tf.vmap(lambda x, i: x[i, :])(torch.tensor(X), torch.tensor(idx)),
         tf.vmap(lambda i: torch.tensor(E)[i])(torch.tensor(idx)),
         # (torch's vmap reads a 0-d index's value here and raises: one grad per sample)
-        torch.stack([torch.func.grad(lambda l, k: l[k].exp())(a, k) for a, k in zip(torch.tensor(L), torch.tensor(t))]),
+        torch.stack([torch.func.grad(lambda l, k: l[k].exp())(a, k) for a, k in zip(torch.tensor(L), torch.tensor(t), strict=True)]),
     )  # fmt: skip
     close(ours, ref)
