@@ -1666,6 +1666,9 @@ def _drop_accumulators(leaf):
 FORWARD_AD = [False]
 FORWARD_AD_APPLY = [None]
 FORWARD_AD_ATTACH = [None]
+# a composite declared jvp="linear" (embedding) whose input has a tangent: forward_ad gives
+# the result the composite applied to the tangents
+FORWARD_AD_COMPOSITE = [None]
 NOT_HANDLED = object()
 
 # vmap's batched evaluation (_batching.py): BATCHED = [the BatchedTensor class, the handler of
@@ -2480,10 +2483,23 @@ def _frontend(op):
     if op.api is not None:
         api = op.api
 
-        def f(*args, **kwargs):
-            if BATCHED_ON[0] and _has_batched(args, kwargs):
-                return BATCHED[2](op, args, kwargs)
-            return api(apply, *args, **kwargs)
+        if op.composite and op.jvp == "linear":  # (its tangent: itself on the tangents)
+
+            def f(*args, **kwargs):
+                if BATCHED_ON[0] and _has_batched(args, kwargs):
+                    return BATCHED[2](op, args, kwargs)
+                if FORWARD_AD[0]:
+                    t = FORWARD_AD_COMPOSITE[0](op, args, kwargs)
+                    if t is not NOT_HANDLED:
+                        return t
+                return api(apply, *args, **kwargs)
+
+        else:
+
+            def f(*args, **kwargs):
+                if BATCHED_ON[0] and _has_batched(args, kwargs):
+                    return BATCHED[2](op, args, kwargs)
+                return api(apply, *args, **kwargs)
 
     elif op.nin == -1:
         lazy = op.lazy is not None

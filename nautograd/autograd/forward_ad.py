@@ -291,6 +291,25 @@ def _apply(op, args, kwargs):
 _tensor.FORWARD_AD_APPLY[0] = _apply
 
 
+def _apply_composite(op, args, kwargs):
+    """A composite op that is linear in its floating inputs (``op.jvp == "linear"``), called
+    with a tangent: its result, with the composite applied to the tangents as tangent (its
+    own ops would drop a tangent where it detaches, as embedding's padding rows)."""
+    if getattr(_rule, "active", False):
+        return _NOT_HANDLED
+    tangents = [tangent_of(x) for x in args]
+    if all(t is None for t in tangents):
+        return _NOT_HANDLED
+    with primals_only():
+        result = op.api(apply, *args, **kwargs)
+        tangent = op.api(apply, *_substituted(op, args, args, tangents), **kwargs)
+    attach_tangent(result, tangent.to(result.dtype) if tangent.dtype != result.dtype else tangent)
+    return result
+
+
+_tensor.FORWARD_AD_COMPOSITE[0] = _apply_composite
+
+
 def _floating(x):
     return isinstance(x, Tensor) and np.dtype(x.dtype).kind == "f"
 

@@ -598,6 +598,8 @@ embedding = defcomposite(
         "scale_grad_by_freq: (bool) not supported (raises when True).\n"
         "sparse: (bool) not supported (raises when True)."
     ),
+    # (the rows of the tangent of weight, the padding row's too, as torch's forward AD)
+    jvp="linear",
 )
 
 
