@@ -400,3 +400,18 @@ def test_a_deferred_result_from_before_the_level_meets_a_dual_with_its_tangent()
     w = x * 2.0  # (the deferred forward again after the level)
     w.sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), [2.0, 2.0])
+
+
+def test_embedding_padding_rows_carry_the_weights_tangent_as_torch():
+    import torch.autograd.forward_ad as tfw
+
+    rng = np.random.default_rng(9)
+    W, T = rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
+    out = {}
+    for lib, f in ((ng, fw), (torch, tfw)):
+        with f.dual_level():
+            w = f.make_dual(lib.tensor(W), lib.tensor(T))
+            y = lib.nn.functional.embedding(lib.tensor([1, 0, 1, 4]), w, padding_idx=1)
+            out[lib.__name__] = f.unpack_dual(y).tangent.detach().numpy()
+    np.testing.assert_allclose(out["nautograd"], out["torch"])
+    np.testing.assert_allclose(out["nautograd"][0], T[1])  # (a padding row)
