@@ -403,8 +403,6 @@ def test_a_deferred_result_from_before_the_level_meets_a_dual_with_its_tangent()
 
 
 def test_embedding_padding_rows_carry_the_weights_tangent_as_torch():
-    import torch.autograd.forward_ad as tfw
-
     rng = np.random.default_rng(9)
     W, T = rng.standard_normal((5, 3)), rng.standard_normal((5, 3))
     out = {}
