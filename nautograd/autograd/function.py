@@ -10,7 +10,6 @@ context object ``ctx`` lives in the tape's ``obj`` entry of the node, so it dies
 Semantics and error texts are torch 2.13's (torch 2.13's autograd.Function).
 """
 
-import contextlib
 import functools
 import inspect
 import warnings
@@ -315,26 +314,18 @@ class Function(metaclass=FunctionMeta):
             args, kwargs = _bound(cls, ctx, separate, args, kwargs)
         state = _grad_state
         enabled = state.enabled
-        record = False
-        if enabled:
-            for x in args:
-                if isinstance(x, Tensor) and x._rg:
-                    record = True
-                    break
-        if record:
-            ctx.needs_input_grad = tuple(isinstance(x, Tensor) and x._rg for x in args)
-        else:
-            ctx.needs_input_grad = (False,) * len(args)
+        needs = tuple([isinstance(x, Tensor) and x._rg for x in args])
+        record = enabled and True in needs
+        ctx.needs_input_grad = needs if record else (False,) * len(args)
         state.enabled = False  # forward runs with grad mode off
         state.recording = None
         dual = FORWARD_AD[0] and any(forward_ad.tangent_of(x) is not None for x in args)
         try:  # (under forward AD the forward sees primals, as torch's)
-            with forward_ad.primals_only() if dual else contextlib.nullcontext():
-                if separate:
-                    output = cls.forward(*args, **kwargs)
-                    cls.setup_context(ctx, args, output)
-                else:
-                    output = cls.forward(ctx, *args, **kwargs)
+            if dual:
+                with forward_ad.primals_only():
+                    output = _forward(cls, ctx, separate, args, kwargs)
+            else:
+                output = _forward(cls, ctx, separate, args, kwargs)
         finally:
             state.enabled = enabled
             # (derived, as grad_mode._set does: the forward may have made the thread's tape)
@@ -344,6 +335,14 @@ class Function(metaclass=FunctionMeta):
         if tangents is not None:
             forward_ad.attach_outputs(result, tangents)
         return result
+
+
+def _forward(cls, ctx, separate, args, kwargs):
+    if separate:
+        output = cls.forward(*args, **kwargs)
+        cls.setup_context(ctx, args, output)
+        return output
+    return cls.forward(ctx, *args, **kwargs)
 
 
 def _bound(cls, ctx, separate, args, kwargs):
@@ -480,8 +479,12 @@ def _record(ctx, args, output):
     ctx._outputs = layout
     # the tape of the inputs' graph (another thread's, when they were recorded there), else
     # this thread's; under its lock, as every recorded op (tensor._run)
-    tape = next((x._tape for x in args if isinstance(x, Tensor) and x._h >= 0), None)
-    if tape is None:
+    tape = None
+    for x in args:
+        if isinstance(x, Tensor) and x._h >= 0:
+            tape = x._tape
+            break
+    else:
         tape = current_tape()
     with tape.lock:
         _reserve(tape, len(args) + 2)
