@@ -342,6 +342,8 @@ def _jvp(op, args, seq, tangents, kwargs, outs):
         return _as_tuple(apply(op, *_substituted(op, args, seq, tangents), **kwargs))
     if rule == "bilinear":
         return _bilinear(op, args, seq, tangents, kwargs)
+    if callable(rule):  # (a one-input op's own rule, declared beside it)
+        return (rule(seq[0], tangents[0], outs[0], **kwargs),)
     if getattr(op, "d", None) is not None:
         return (_unary(op, seq[0], tangents[0], kwargs, outs[0]),)
     partials = getattr(op.formula, "partials", None)

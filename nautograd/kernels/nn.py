@@ -279,11 +279,22 @@ def _softmax_formula(ctx, grad):
     return (grad - r.exp() * grad.sum(dim=d, keepdim=True),)
 
 
+def _softmax_jvp(x, t, result, dim):
+    # d softmax = y (t - sum(t y)) along dim
+    return result * (t - (t * result).sum(dim=dim, keepdim=True))
+
+
+def _log_softmax_jvp(x, t, result, dim):
+    # d log_softmax = t - sum(exp(y) t) along dim
+    return t - (result.exp() * t).sum(dim=dim, keepdim=True)
+
+
 softmax = defop(
     "softmax",
     _softmax_forward,
     softmax_backward,
     formula=_softmax_formula,
+    jvp=_softmax_jvp,
     methods=("softmax",),
     nn_functional=True,
     node_name="SoftmaxBackward0",
@@ -296,6 +307,7 @@ log_softmax = defop(
     _log_softmax_forward,
     softmax_backward,
     formula=_softmax_formula,
+    jvp=_log_softmax_jvp,
     methods=("log_softmax",),
     nn_functional=True,
     node_name="LogSoftmaxBackward0",

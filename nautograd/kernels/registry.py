@@ -81,9 +81,10 @@ class Op:
     doc: str = ""
     tensor_names: tuple = None  # torch's names of the tensor arguments, when not the usual
     # forward-mode AD (autograd/forward_ad.py): "linear" (the op on the tangents), "bilinear"
-    # (a product: op(t_a, b) + op(a, t_b)); None: from ``d`` for a unary elementwise op, else
-    # from the create_graph formula (the double-vjp identity)
-    jvp: str = None
+    # (a product: op(t_a, b) + op(a, t_b)), or a function jvp(x, t, result, **attributes)
+    # giving a one-input op's tangent with tensor ops (softmax); None: from ``d`` for a unary
+    # elementwise op, else from the create_graph formula (the double-vjp identity)
+    jvp: object = None
 
 
 _FAMILY_FORMULAS = {}  # id of a shared backward kernel -> the create_graph formula of its ops
