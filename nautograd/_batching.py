@@ -11,6 +11,7 @@ cross-entropy, convolutions and pooling, ``embedding``, ``layer_norm`` and ``bat
 with running statistics.
 """
 
+import itertools
 import threading
 
 import numpy as np
@@ -38,13 +39,18 @@ class BatchedTensor:
     """One sample of a value inside vmap; ``_p`` holds every sample, the mapped dim first.
 
     Shapes, ops and methods are the sample's; reading the values (``item``, ``tolist``,
-    ``numpy``, ``bool``) raises as in torch's vmap."""
+    ``numpy``, ``bool``) raises as in torch's vmap. ``_level`` names the batch (one per
+    batched evaluation, ``new_level``): an op given values of two batches (a vmap inside
+    another, jacrev's cotangents meeting jacfwd's tangents) has no rule, since their dims
+    must not be paired, and runs per element instead. A value made by a rule takes its
+    inputs' level."""
 
-    __slots__ = ("_p", "__weakref__")
+    __slots__ = ("_p", "_level", "__weakref__")
     __array_priority__ = 1000  # (numpy defers its operators to ours)
 
-    def __init__(self, physical):
+    def __init__(self, physical, level=None):
         self._p = physical
+        self._level = _rule_level.value if level is None else level
 
     # -- what a sample looks like
     @property
@@ -102,7 +108,7 @@ class BatchedTensor:
         return self
 
     def detach(self):
-        return BatchedTensor(self._p.detach())
+        return BatchedTensor(self._p.detach(), self._level)
 
     def contiguous(self):
         return self
@@ -110,22 +116,22 @@ class BatchedTensor:
     def to(self, *args, **kwargs):
         if any(isinstance(a, (Tensor, BatchedTensor)) for a in args):
             raise Unbatchable("to(other)")
-        return BatchedTensor(self._p.to(*args, **kwargs))
+        return BatchedTensor(self._p.to(*args, **kwargs), self._level)
 
     def float(self):
-        return BatchedTensor(self._p.float())
+        return BatchedTensor(self._p.float(), self._level)
 
     def double(self):
-        return BatchedTensor(self._p.double())
+        return BatchedTensor(self._p.double(), self._level)
 
     def long(self):
-        return BatchedTensor(self._p.long())
+        return BatchedTensor(self._p.long(), self._level)
 
     def int(self):
-        return BatchedTensor(self._p.int())
+        return BatchedTensor(self._p.int(), self._level)
 
     def bool(self):
-        return BatchedTensor(self._p.bool())
+        return BatchedTensor(self._p.bool(), self._level)
 
     def view_as(self, other):
         return _call("reshape", (self, tuple(other.shape)), {})
@@ -185,7 +191,7 @@ class BatchedTensor:
         raise Unbatchable(f"Tensor.{name}")
 
     def __getitem__(self, index):
-        return _getitem(self, index)
+        return _run_rule(_index_rule, OP_BY_NAME["_index_view"], (self, index), {})
 
     def __setitem__(self, index, value):
         raise Unbatchable("__setitem__")
@@ -234,18 +240,44 @@ def _call(name, args, kwargs):
 
 def on_apply(op, args, kwargs):
     """``apply(op, *args, **kwargs)`` where an argument is batched: the op's rule."""
-    rule = APPLY_RULES.get(op.name)
-    if rule is None:
-        raise Unbatchable(op.name)
-    return rule(op, args, kwargs)
+    return _run_rule(APPLY_RULES.get(op.name), op, args, kwargs)
 
 
 def on_frontend(op, args, kwargs):
     """An op frontend (``op.api``) called with a batched argument: the op's rule."""
-    rule = FRONTEND_RULES.get(op.name)
+    return _run_rule(FRONTEND_RULES.get(op.name), op, args, kwargs)
+
+
+class _RuleLevel(threading.local):
+    value = None  # the level of the values the rule running on this thread makes
+
+
+_rule_level = _RuleLevel()
+_levels = itertools.count(1)
+
+
+def new_level():
+    """A batch of its own (a batched evaluation's values carry it)."""
+    return next(_levels)
+
+
+def _run_rule(rule, op, args, kwargs):
     if rule is None:
         raise Unbatchable(op.name)
-    return rule(op, args, kwargs)
+    levels = set()
+    for x in (*args, *kwargs.values()):
+        if type(x) is BatchedTensor:
+            levels.add(x._level)
+        elif type(x) in (tuple, list):
+            levels.update(y._level for y in x if type(y) is BatchedTensor)
+    if len(levels) != 1:
+        raise Unbatchable(f"{op.name} of values of two batches")
+    before = _rule_level.value
+    _rule_level.value = levels.pop()
+    try:
+        return rule(op, args, kwargs)
+    finally:
+        _rule_level.value = before
 
 
 BATCHED[:] = [BatchedTensor, on_apply, on_frontend, Unbatchable]

@@ -24,7 +24,7 @@ import threading
 import numpy as np
 
 from . import _random
-from ._batching import BatchedTensor, Unbatchable, batched_mode, per_sample_draws
+from ._batching import BatchedTensor, Unbatchable, batched_mode, new_level, per_sample_draws
 from .autograd import forward_ad
 from .autograd.engine import batched_walk_pays, reached_leaves
 from .autograd.engine import grad as _autograd_grad
@@ -189,7 +189,12 @@ def _is_tensor(x):
 def _batched_size():
     """The batch size of the batched vmap running on this thread (the innermost), or 0."""
     sizes = getattr(_nesting, "batched", None)
-    return sizes[-1] if sizes else 0
+    return sizes[-1][0] if sizes else 0
+
+
+def _batched_level():
+    """The level of the innermost batched vmap running on this thread."""
+    return _nesting.batched[-1][1]
 
 
 def _name(func):
@@ -243,12 +248,15 @@ def _differentiable(x):
         raise ValueError(f"Thing passed to transform API must be Tensor, got {type(x)}")
     if type(x) is BatchedTensor:
         p = x._p
-        return BatchedTensor(p.view_as(p) if p.requires_grad else p.detach().requires_grad_())
+        p = p.view_as(p) if p.requires_grad else p.detach().requires_grad_()
+        return BatchedTensor(p, x._level)
     b = _batched_size()
     if b:
+        level = _batched_level()
         if x.requires_grad:
-            return BatchedTensor(x.unsqueeze(0).expand(b, *x.shape))
-        return BatchedTensor(x.detach().unsqueeze(0).expand(b, *x.shape).requires_grad_())
+            return BatchedTensor(x.unsqueeze(0).expand(b, *x.shape), level)
+        leaf = x.detach().unsqueeze(0).expand(b, *x.shape).requires_grad_()
+        return BatchedTensor(leaf, level)
     if x.requires_grad:
         return x.view_as(x)
     leaf = x.detach().requires_grad_(True)
@@ -260,7 +268,7 @@ def _differentiable(x):
 
 def _zeros(x):
     if type(x) is BatchedTensor:
-        return BatchedTensor(_wrap(np.zeros(x._p.shape, x.dtype)))
+        return BatchedTensor(_wrap(np.zeros(x._p.shape, x.dtype)), x._level)
     return _wrap(np.zeros(x.shape, x.dtype))
 
 
@@ -282,6 +290,8 @@ def _grads(outputs, inputs, cotangents, create):
                 c = _wrap(np.ones(p.shape, p.dtype))
             elif type(c) is not BatchedTensor:  # (the same cotangent for every sample)
                 c = c.unsqueeze(0).expand(p.shape[0], *c.shape)
+            elif c._level != o._level:
+                raise Unbatchable("a cotangent of another batch")
             o = p
         elif type(c) is BatchedTensor:
             raise Unbatchable("a batched cotangent of a value that is not batched")
@@ -298,7 +308,7 @@ def _grads(outputs, inputs, cotangents, create):
         allow_unused=True,
     )
     return [
-        _zeros(x) if g is None else (BatchedTensor(g) if type(x) is BatchedTensor else g)
+        _zeros(x) if g is None else (BatchedTensor(g, x._level) if type(x) is BatchedTensor else g)
         for g, x in zip(grads, inputs, strict=True)
     ]
 
@@ -642,11 +652,12 @@ def _basis(outs, sizes, total, k=None):
     """The cotangents of output element ``k`` (of every element, stacked, when None)."""
     cots = []
     start = 0
+    level = new_level()
     for o, m in zip(outs, sizes, strict=True):
         if k is None:
             c = np.zeros((total, m), o.dtype)
             c[start : start + m] = np.eye(m, dtype=o.dtype)
-            cots.append(BatchedTensor(_wrap(c.reshape(total, *o.shape))))
+            cots.append(BatchedTensor(_wrap(c.reshape(total, *o.shape)), level))
         else:
             c = np.zeros(m, o.dtype)
             if start <= k < start + m:
@@ -657,8 +668,9 @@ def _basis(outs, sizes, total, k=None):
 
 
 def _batched_vjps(outs, inputs, sizes, total, create):
-    pairs = [(o, c) for o, c in zip(outs, _basis(outs, sizes, total), strict=True)
-             if o.requires_grad]  # fmt: skip
+    basis = _basis(outs, sizes, total)
+    level = basis[0]._level
+    pairs = [(o, c) for o, c in zip(outs, basis, strict=True) if o.requires_grad]
     if not pairs:
         return [_wrap(np.zeros((total, *x.shape), x.dtype)) for x in inputs]
     with batched_mode():
@@ -675,6 +687,8 @@ def _batched_vjps(outs, inputs, sizes, total, create):
         if g is None:
             out.append(_wrap(np.zeros((total, *x.shape), x.dtype)))
         elif type(g) is BatchedTensor:
+            if g._level != level:
+                raise Unbatchable("a gradient of another batch")
             out.append(g._p)
         else:  # (the same for every cotangent)
             out.append(g.unsqueeze(0).expand(total, *x.shape))
@@ -762,7 +776,8 @@ def _tangent_columns(func, args, kwargs, nums, leaves, spec, j, has_aux, api):
         return None, None, None, None
     if n > 1:
         try:
-            basis = BatchedTensor(_wrap(np.eye(n, dtype=x.dtype).reshape(n, *x.shape)))
+            eye = _wrap(np.eye(n, dtype=x.dtype).reshape(n, *x.shape))
+            basis = BatchedTensor(eye, new_level())
             with batched_mode():
                 outs, out_spec, aux, tangents = _jvp_pass(
                     func, args, kwargs, nums, leaves, spec, j, basis, has_aux, api
@@ -772,6 +787,8 @@ def _tangent_columns(func, args, kwargs, nums, leaves, spec, j, has_aux, api):
                 if t is None:
                     cols.append(_wrap(np.zeros((n, *o.shape), o.dtype)))
                 elif type(t) is BatchedTensor:
+                    if t._level != basis._level:
+                        raise Unbatchable("a tangent of another batch")
                     cols.append(t._p)
                 else:  # (the same for every basis tangent)
                     cols.append(t.unsqueeze(0).expand(n, *o.shape))
@@ -871,18 +888,19 @@ def _vmap_batched(func, flat_args, flat_dims, spec, size, out_dims, randomness, 
     parts = []
     for start in range(0, max(size, 1), step):  # (an empty batch: one evaluation of it)
         n = min(step, size - start)
+        level = new_level()
         batched = [
-            a if d is None else BatchedTensor(_chunk(a, d, start, n, size).movedim(d, 0))
+            a if d is None else BatchedTensor(_chunk(a, d, start, n, size).movedim(d, 0), level)
             for a, d in zip(flat_args, flat_dims, strict=True)
         ]
         sizes = _nesting.__dict__.setdefault("batched", [])
-        sizes.append(n)
+        sizes.append((n, level))
         try:
             with batched_mode(), _random_mode(randomness, batched=True):
                 result = func(*tree_unflatten(batched, spec), **kwargs)
         finally:
             sizes.pop()
-        parts.append(_unbatched_outputs(result, out_dims, n, name))
+        parts.append(_unbatched_outputs(result, out_dims, n, name, level))
     if len(parts) == 1:
         return parts[0]
     return _joined_chunks(parts, out_dims)
@@ -907,14 +925,17 @@ def _one_dim(out_dims):
     return out_dims[0] if isinstance(out_dims, tuple) else out_dims
 
 
-def _unbatched_outputs(result, out_dims, size, name):
-    """The outputs of a batched evaluation with their mapped dim at ``out_dims``."""
+def _unbatched_outputs(result, out_dims, size, name, level):
+    """The outputs of a batched evaluation (of ``level``) with their mapped dim at
+    ``out_dims``; a value of another level (an enclosing vmap's) is one that this evaluation
+    did not batch."""
     leaves, spec = tree_flatten(result)
     flat_out = _flat_out_dims(out_dims, spec, name)
     outputs = []
     for x, d in zip(leaves, flat_out, strict=True):
+        ours = type(x) is BatchedTensor and x._level == level
         if d is None:
-            if type(x) is BatchedTensor:
+            if ours:
                 raise ValueError(
                     f"vmap({name}, ...): `{name}` can not return a BatchedTensor when out_dim "
                     "is None"
@@ -932,7 +953,7 @@ def _unbatched_outputs(result, out_dims, size, name):
                 f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but "
                 f"got {d})"
             )
-        if type(x) is BatchedTensor:
+        if ours:
             outputs.append(x._p.movedim(0, d))
         else:  # (the same for every sample)
             outputs.append(x.unsqueeze(d).expand(*x.shape[: d % nd], size, *x.shape[d % nd :]))

@@ -821,3 +821,32 @@ def test_vmap_indexing_with_a_batched_index_runs_batched_as_torch(caplog):
         torch.stack([torch.func.grad(lambda l, k: l[k].exp())(a, k) for a, k in zip(torch.tensor(L), torch.tensor(t), strict=True)]),
     )  # fmt: skip
     close(ours, ref)
+
+
+def test_a_vmap_inside_another_pairs_their_batches_as_torch():
+    # the inner function uses the outer sample: an outer product over the two batches (the
+    # two batches once had their dims paired, a wrong answer of the right shape)
+    (x, xt), (y, yt) = pair(4, 3), pair(4, 3)
+
+    def f(m, y):
+        return lambda a: m.func.vmap(lambda b: (a * b).sum() + a[0])(y)
+
+    close(nf.vmap(f(ng, y))(x), tf.vmap(f(torch, yt))(xt))
+    (z, zt) = pair(5, 3)
+    close(nf.vmap(nf.vmap(lambda a, b: a * b, (None, 0)), (0, None))(x, z),
+          tf.vmap(tf.vmap(lambda a, b: a * b, (None, 0)), (0, None))(xt, zt))  # fmt: skip
+
+
+@pytest.mark.parametrize("outer", ["jacrev", "jacfwd"])
+@pytest.mark.parametrize("inner", ["jacrev", "jacfwd"])
+def test_jacobians_of_jacobians_of_a_vector_function_as_torch(outer, inner):
+    x, xt = pair(3)
+
+    def g(m):
+        return lambda v: m.sin(v) * v.sum() + v.exp()
+
+    ours = getattr(nf, outer)(getattr(nf, inner)(g(ng)))(x)
+    ref = getattr(tf, outer)(getattr(tf, inner)(g(torch)))(xt)
+    close(ours, ref, tol=1e-9)
+    X, Xt = pair(4, 3)
+    close(nf.vmap(getattr(nf, inner)(g(ng)))(X), tf.vmap(getattr(tf, inner)(g(torch)))(Xt))

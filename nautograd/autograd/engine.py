@@ -1124,14 +1124,17 @@ def _one_batched_walk(roots, targets, grads, batch, create_graph, allow_unused):
     formula has no batching rule (then one backward per cotangent runs)."""
     if batch < 2 or not batched_walk_pays(roots, batch):
         return None
-    from .._batching import BatchedTensor, Unbatchable, batched_mode
+    from .._batching import BatchedTensor, Unbatchable, batched_mode, new_level
 
+    if any(type(g) is BatchedTensor for g in grads):  # (inside a vmap: one per cotangent)
+        return None
+    level = new_level()
     try:
         with batched_mode():
             found = grad(
                 roots,
                 targets,
-                [BatchedTensor(g) for g in grads],
+                [BatchedTensor(g, level) for g in grads],
                 retain_graph=True,  # (a rule may be missing half-way: the loop then runs)
                 create_graph=True,
                 allow_unused=True,
@@ -1143,6 +1146,8 @@ def _one_batched_walk(roots, targets, grads, batch, create_graph, allow_unused):
         if r is None:
             result.append(None)
             continue
+        if type(r) is BatchedTensor and r._level != level:
+            return None
         r = r._p if type(r) is BatchedTensor else r.unsqueeze(0).expand(batch, *t.shape)
         result.append(r if create_graph else r.detach())
     if not allow_unused and any(r is None for r in result):
