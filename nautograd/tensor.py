@@ -158,8 +158,17 @@ class Tensor:
     __array_priority__ = 1000
     __array_ufunc__ = None  # numpy operators defer to Tensor's reflected methods
 
-    def __init__(self, data, requires_grad=False):
+    def __init__(self, *args, requires_grad=False, device=None):
+        """torch's ``Tensor(...)`` constructor: ``Tensor(*sizes)`` (or a ``Size``) is a
+        tensor of those sizes and the default dtype (zeros: torch's memory is not
+        initialized); ``Tensor(data)`` holds ``data`` in the default dtype (a floating numpy
+        array keeps its dtype and shares its memory; a tensor is aliased); ``Tensor()`` is
+        empty. ``requires_grad`` is nautograd's addition."""
+        _device.check(device, "Tensor()")
+        data = _legacy_data(args)
         a = data._data if isinstance(data, Tensor) else np.asarray(data)
+        if not isinstance(data, Tensor) and a.dtype.kind != "f":
+            a = a.astype(DEFAULT_FLOAT[0])
         self._data = a
         self._rg = False
         self._tape = None
@@ -900,6 +909,32 @@ def _size_arg(size):
 
 
 builtins_float = __builtins__["float"] if isinstance(__builtins__, dict) else __builtins__.float
+
+
+def _legacy_data(args):
+    """What ``Tensor(*args)`` holds: zeros of the sizes given, or the data given."""
+    if not args:
+        return np.zeros(0, DEFAULT_FLOAT[0])
+    first = args[0]
+    if isinstance(first, Size) and len(args) == 1:
+        args = tuple(first)
+    elif len(args) == 1 and (
+        isinstance(first, bool) or not isinstance(first, (numbers.Integral, np.integer))
+    ):
+        if isinstance(first, (bool, numbers.Number)):
+            raise TypeError(f"new(): data must be a sequence (got {type(first).__name__})")
+        return first
+    for s in args:
+        if isinstance(s, bool) or not isinstance(s, (numbers.Integral, np.integer)):
+            raise TypeError(
+                "new(): argument 'size' must be a tuple of ints, but found element of type "
+                f"{type(s).__name__}"
+            )
+    if any(s < 0 for s in args):
+        raise RuntimeError(
+            f"Trying to create tensor with negative dimension {min(args)}: {list(args)}"
+        )
+    return np.zeros(tuple(int(s) for s in args), DEFAULT_FLOAT[0])
 
 
 def _wrap(a, requires_grad=False):

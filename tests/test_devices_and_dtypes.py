@@ -229,3 +229,30 @@ def test_softmax_without_dim_picks_torchs_implicit_dim_with_its_warning(name, sh
     np.testing.assert_allclose(mine, theirs, rtol=1e-12)
     typed = getattr(ng.nn.functional, name)(ng.tensor(x), -1, dtype=ng.float32)
     assert typed.dtype == ng.float32
+
+
+def test_tensor_constructor_with_sizes_makes_a_tensor_of_those_sizes_as_torch():
+    # ng.Tensor(40, 1) raised "only Tensors of floating point dtype can require gradients"
+    # (its second argument was taken for requires_grad)
+    for args in [(40, 1), (5,), (), (2, 3, 4)]:
+        t = ng.Tensor(*args)
+        assert tuple(t.shape) == tuple(torch.Tensor(*args).shape)
+        assert t.dtype == ng.get_default_dtype() and not t.requires_grad
+    assert tuple(ng.Tensor(ng.Size([2, 2])).shape) == (2, 2)
+    # data: the default dtype, as torch's legacy constructor (integers become floats)
+    for data in ([1, 2], [1.5, 2.5], np.array([1, 2]), [[True, False]]):
+        t, r = ng.Tensor(data), torch.Tensor(data)
+        assert t.dtype == ng.get_default_dtype() and t.tolist() == r.tolist()
+    a = np.array([1.0, 2.0], np.float32)
+    t = ng.Tensor(a)
+    a[0] = 7.0
+    assert t.dtype == ng.float32 and t.tolist() == [7.0, 2.0]  # (its memory, as before)
+    assert ng.Tensor([1.0], requires_grad=True).requires_grad
+    for bad, err, match in [
+        ((-1,), RuntimeError, "Trying to create tensor with negative dimension -1: \\[-1\\]"),
+        ((2.5,), TypeError, "new\\(\\): data must be a sequence \\(got float\\)"),
+        ((True,), TypeError, "new\\(\\): data must be a sequence \\(got bool\\)"),
+    ]:
+        for lib in (ng, torch):
+            with pytest.raises(err, match=match):
+                lib.Tensor(*bad)
