@@ -95,6 +95,7 @@ def warmup(quiet=False):
     import numpy as np
 
     from . import autograd
+    from .creation import from_numpy
     from .kernels import OPS
     from .kernels.registry import load_all, run_case
     from .tensor import Tensor, apply
@@ -112,7 +113,10 @@ def warmup(quiet=False):
             inputs = [
                 Tensor(a, requires_grad=True) if isinstance(a, np.ndarray) else a for a in arrays
             ]
-            kwargs = {k: Tensor(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()}
+            # (from_numpy: an index array keeps its integer dtype)
+            kwargs = {
+                k: from_numpy(v) if isinstance(v, np.ndarray) else v for k, v in kwargs.items()
+            }
             out = run_case(op, case, apply, inputs, kwargs)
             outs = [o for o in (out if isinstance(out, tuple) else (out,)) if o.requires_grad]
             if outs:
