@@ -315,3 +315,53 @@ def equal(input, other):
 
 def _value(x):
     return x._data if isinstance(x, Tensor) else np.asarray(x)
+
+
+class finfo:
+    """The limits of a floating dtype (default: the default dtype), as ``torch.finfo``:
+    ``bits``, ``eps``, ``max``, ``min``, ``tiny`` (= ``smallest_normal``), ``resolution``,
+    ``dtype`` (its name)."""
+
+    def __init__(self, type=None):  # noqa: A002  (torch's name)
+        d = DEFAULT_FLOAT[0] if type is None else np.dtype(type)
+        if d.kind != "f":
+            raise TypeError(
+                "torch.finfo() requires a floating point input type. Use torch.iinfo to handle "
+                "'torch.finfo'"
+            )
+        f = np.finfo(d)
+        self.bits = int(f.bits)
+        self.eps = float(f.eps)
+        self.max = float(f.max)
+        self.min = float(f.min)
+        self.tiny = self.smallest_normal = float(f.smallest_normal)
+        self.resolution = 10.0 ** -int(f.precision)  # (torch: a power of ten, exactly)
+        self.dtype = d.name
+
+    def __repr__(self):
+        return (
+            f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, "
+            f"eps={self.eps:g}, smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, "
+            f"dtype={self.dtype})"
+        )
+
+
+class iinfo:
+    """The limits of an integer dtype, as ``torch.iinfo``: ``bits``, ``max``, ``min``,
+    ``dtype`` (its name)."""
+
+    def __init__(self, type):  # noqa: A002  (torch's name)
+        d = np.dtype(type)
+        if d.kind not in "iub":
+            raise TypeError(
+                "torch.iinfo() requires an integer input type. Use torch.finfo to handle "
+                "'torch.iinfo'"
+            )
+        i = np.iinfo(np.uint8 if d.kind == "b" else d)
+        self.bits = int(i.bits)
+        self.max = int(i.max)
+        self.min = int(i.min)
+        self.dtype = d.name
+
+    def __repr__(self):
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

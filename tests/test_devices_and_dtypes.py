@@ -256,3 +256,20 @@ def test_tensor_constructor_with_sizes_makes_a_tensor_of_those_sizes_as_torch():
         for lib in (ng, torch):
             with pytest.raises(err, match=match):
                 lib.Tensor(*bad)
+
+
+def test_finfo_and_iinfo_give_torchs_limits():
+    for d in ("float16", "float32", "float64"):
+        ours, ref = ng.finfo(getattr(ng, d)), torch.finfo(getattr(torch, d))
+        for k in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution"):
+            assert getattr(ours, k) == getattr(ref, k), (d, k)
+        assert ours.dtype == str(ref.dtype).removeprefix("torch.") and repr(ours) == repr(ref)
+    assert ng.finfo().dtype == np.dtype(ng.get_default_dtype()).name
+    for d in ("uint8", "int8", "int16", "int32", "int64"):
+        ours, ref = ng.iinfo(getattr(ng, d)), torch.iinfo(getattr(torch, d))
+        assert (ours.bits, ours.max, ours.min) == (ref.bits, ref.max, ref.min)
+        assert repr(ours) == repr(ref)
+    with pytest.raises(TypeError, match="torch.finfo\\(\\) requires a floating point input type"):
+        ng.finfo(ng.int64)
+    with pytest.raises(TypeError, match="torch.iinfo\\(\\) requires an integer input type"):
+        ng.iinfo(ng.float32)
