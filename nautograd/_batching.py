@@ -118,26 +118,10 @@ class BatchedTensor:
             raise Unbatchable("to(other)")
         return BatchedTensor(self._p.to(*args, **kwargs), self._level)
 
-    def float(self):
-        return BatchedTensor(self._p.float(), self._level)
-
-    def double(self):
-        return BatchedTensor(self._p.double(), self._level)
-
-    def long(self):
-        return BatchedTensor(self._p.long(), self._level)
-
-    def int(self):
-        return BatchedTensor(self._p.int(), self._level)
-
-    def bool(self):
-        return BatchedTensor(self._p.bool(), self._level)
-
     def view_as(self, other):
         return _call("reshape", (self, tuple(other.shape)), {})
 
-    def reshape_as(self, other):
-        return _call("reshape", (self, tuple(other.shape)), {})
+    reshape_as = view_as
 
     def expand_as(self, other):
         return _call("expand", (self, tuple(other.shape)), {})
@@ -212,6 +196,14 @@ for _name, _fn in [("add", "add"), ("sub", "sub"), ("mul", "mul"), ("truediv", "
 for _name in ("lt", "le", "gt", "ge", "eq", "ne"):
     setattr(BatchedTensor, f"__{_name}__", _operator(_name))
 BatchedTensor.__neg__ = lambda self: _call("neg", (self,), {})
+
+
+def _cast(name):
+    return lambda self: BatchedTensor(getattr(self._p, name)(), self._level)
+
+
+for _name in ("float", "double", "long", "int", "bool"):  # (the dtype casts, as the Tensor's)
+    setattr(BatchedTensor, _name, _cast(_name))
 BatchedTensor.__abs__ = lambda self: _call("abs", (self,), {})
 
 # Tensor methods that are op frontends (their names map to ops of the table)

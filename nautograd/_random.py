@@ -6,12 +6,17 @@ import threading
 import numpy as np
 
 _state = {"rng": np.random.default_rng()}
-# set while random ops must raise on this thread (func.vmap): makes the exception
-_refusal = threading.local()
+
+
+class _Refusal(threading.local):
+    error = None  # set while random ops must raise on this thread (func.vmap): makes it
+
+
+_refusal = _Refusal()
 
 
 def generator():
-    error = getattr(_refusal, "error", None)
+    error = _refusal.error
     if error is not None:
         raise error()
     return _state["rng"]
@@ -26,7 +31,7 @@ def manual_seed(seed):
 @contextlib.contextmanager
 def refused(error):
     """Random ops on this thread raise ``error()`` inside the block."""
-    before = getattr(_refusal, "error", None)
+    before = _refusal.error
     _refusal.error = error
     try:
         yield
@@ -36,7 +41,7 @@ def refused(error):
 
 def refusal():
     """The exception factory random ops raise with on this thread, or None."""
-    return getattr(_refusal, "error", None)
+    return _refusal.error
 
 
 def get_state():

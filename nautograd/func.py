@@ -28,6 +28,7 @@ from ._batching import BatchedTensor, Unbatchable, batched_mode, new_level, per_
 from .autograd import forward_ad
 from .autograd.engine import batched_walk_pays, reached_leaves
 from .autograd.engine import grad as _autograd_grad
+from .autograd.functional import _autograd_grad as _grad_of_used
 from .autograd.grad_mode import enable_grad, is_grad_enabled
 from .tensor import FUNCTIONS, Tensor, _wrap
 
@@ -474,6 +475,12 @@ def _jvp_checks(primals, tangents, api):
         )
     _check_tensors(flat_p, api, "primals")
     _check_tensors(flat_t, api, "tangents")
+    _check_tangents(flat_t, flat_p)
+    return flat_p, p_spec, flat_t
+
+
+def _check_tangents(flat_t, flat_p):
+    """torch's errors for a tangent whose shape or dtype is not its primal's."""
     for i, (p, t) in enumerate(zip(flat_p, flat_t, strict=True)):
         if tuple(t.shape) != tuple(p.shape):
             raise RuntimeError(
@@ -487,7 +494,6 @@ def _jvp_checks(primals, tangents, api):
                 f"doesn't match the dtype torch.{np.dtype(p.dtype).name} of the corresponding "
                 "primal."
             )
-    return flat_p, p_spec, flat_t
 
 
 def _outputs(output, api):
@@ -571,13 +577,7 @@ def linearize(func, *primals):
             raise RuntimeError(
                 f"Expected the tangents {t_spec!r} to have the same argspec as the primals {spec!r}"
             )
-        for i, (t, p) in enumerate(zip(flat_t, leaves, strict=True)):
-            if tuple(t.shape) != tuple(p.shape):
-                raise RuntimeError(
-                    f"tangent:{i} with shape torch.Size({list(t.shape)}) in flattened pytree "
-                    f"doesn't match the shape torch.Size({list(p.shape)}) of the "
-                    "corresponding primal."
-                )
+        _check_tangents(flat_t, leaves)
         with enable_grad(), _transform():
             jvps = _grads(grads, us, flat_t, False)
         return tree_unflatten([g.detach() for g in jvps], out_spec)
@@ -588,7 +588,7 @@ def linearize(func, *primals):
 # -- Jacobians ---------------------------------------------------------------------------------
 
 
-def _jacobian_tree(rows, outs, out_spec, in_leaves, in_spec):
+def _jacobian_tree(rows, outs, out_spec, in_spec):
     """The pytree a Jacobian transform returns: per output leaf, the input structure with
     ``rows[i][j]`` (output i's Jacobian with respect to input j) at each input leaf."""
     per_output = [tree_unflatten(rows[i], in_spec) for i in range(len(outs))]
@@ -614,7 +614,7 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
             outs, out_spec = _outputs(output, "jacrev(f, ...)(*args)")
             create = _outer_needs_graph(outs, inputs, outer)
             rows = _reverse_rows(outs, inputs, create)
-        result = _jacobian_tree(rows, outs, out_spec, inputs, spec)
+        result = _jacobian_tree(rows, outs, out_spec, spec)
         if has_aux:
             return result, _plain_tree(aux, create)
         return result
@@ -670,18 +670,8 @@ def _basis(outs, sizes, total, k=None):
 def _batched_vjps(outs, inputs, sizes, total, create):
     basis = _basis(outs, sizes, total)
     level = basis[0]._level
-    pairs = [(o, c) for o, c in zip(outs, basis, strict=True) if o.requires_grad]
-    if not pairs:
-        return [_wrap(np.zeros((total, *x.shape), x.dtype)) for x in inputs]
     with batched_mode():
-        grads = _autograd_grad(
-            [o for o, _ in pairs],
-            inputs,
-            [c for _, c in pairs],
-            retain_graph=True,
-            create_graph=True,
-            allow_unused=True,
-        )
+        grads = _grad_of_used(outs, inputs, basis, create_graph=True, retain_graph=True)
     out = []
     for g, x in zip(grads, inputs, strict=True):
         if g is None:
@@ -752,7 +742,7 @@ def jacfwd(func, argnums=0, has_aux=False, *, randomness="error"):
             )
             rows = [[_plain(_columns_to_jacobian(columns[j], i, o, x), keep)
                      for j, x in enumerate(leaves)] for i, o in enumerate(outs)]  # fmt: skip
-        result = _jacobian_tree(rows, outs, out_spec, leaves, spec)
+        result = _jacobian_tree(rows, outs, out_spec, spec)
         return (result, _plain_tree(aux, keep)) if has_aux else result
 
     return wrapper
@@ -942,17 +932,7 @@ def _unbatched_outputs(result, out_dims, size, name, level):
                 )
             outputs.append(x)
             continue
-        if not _is_tensor(x):
-            raise ValueError(
-                f"vmap({name}, ...): `{name}` must only return Tensors, got type {type(x)}. "
-                "Did you mean to set out_dims= to None for output?"
-            )
-        nd = x.dim() + 1
-        if not -nd <= d < nd:
-            raise IndexError(
-                f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but "
-                f"got {d})"
-            )
+        nd = _checked_output(x, d, name)
         if ours:
             outputs.append(x._p.movedim(0, d))
         else:  # (the same for every sample)
@@ -1058,6 +1038,22 @@ def _flat_out_dims(out_dims, spec, name):
     return flat_out
 
 
+def _checked_output(x, d, name):
+    """An output ``x`` that gets the mapped dim at ``d`` (not None): torch's errors for one
+    that is not a tensor and for ``d`` out of range; returns the output's rank with it."""
+    if not _is_tensor(x):
+        raise ValueError(
+            f"vmap({name}, ...): `{name}` must only return Tensors, got type {type(x)}. "
+            "Did you mean to set out_dims= to None for output?"
+        )
+    nd = x.dim() + 1
+    if not -nd <= d < nd:
+        raise IndexError(
+            f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but got {d})"
+        )
+    return nd
+
+
 def _stack_outputs(results, out_dims, size, name):
     if not results:
         raise ValueError(f"vmap({name}, ...): the mapped dimension has size 0")
@@ -1070,17 +1066,7 @@ def _stack_outputs(results, out_dims, size, name):
         if d is None:
             outputs.append(items[0])
             continue
-        if not _is_tensor(items[0]):
-            raise ValueError(
-                f"vmap({name}, ...): `{name}` must only return Tensors, got type "
-                f"{type(items[0])}. Did you mean to set out_dims= to None for output?"
-            )
-        nd = items[0].dim() + 1
-        if not -nd <= d < nd:
-            raise IndexError(
-                f"Dimension out of range (expected to be in range of [{-nd}, {nd - 1}], but "
-                f"got {d})"
-            )
+        _checked_output(items[0], d, name)
         outputs.append(_stack(items, dim=d))
     return tree_unflatten(outputs, spec)
 

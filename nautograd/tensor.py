@@ -2518,23 +2518,16 @@ def _frontend(op):
     if op.api is not None:
         api = op.api
 
-        if op.composite and op.jvp == "linear":  # (its tangent: itself on the tangents)
+        linear = op.composite and op.jvp == "linear"  # (its tangent: itself on the tangents)
 
-            def f(*args, **kwargs):
-                if BATCHED_ON[0] and _has_batched(args, kwargs):
-                    return BATCHED[2](op, args, kwargs)
-                if FORWARD_AD[0]:
-                    t = FORWARD_AD_COMPOSITE[0](op, args, kwargs)
-                    if t is not NOT_HANDLED:
-                        return t
-                return api(apply, *args, **kwargs)
-
-        else:
-
-            def f(*args, **kwargs):
-                if BATCHED_ON[0] and _has_batched(args, kwargs):
-                    return BATCHED[2](op, args, kwargs)
-                return api(apply, *args, **kwargs)
+        def f(*args, **kwargs):
+            if BATCHED_ON[0] and _has_batched(args, kwargs):
+                return BATCHED[2](op, args, kwargs)
+            if linear and FORWARD_AD[0]:
+                t = FORWARD_AD_COMPOSITE[0](op, args, kwargs)
+                if t is not NOT_HANDLED:
+                    return t
+            return api(apply, *args, **kwargs)
 
     elif op.nin == -1:
         lazy = op.lazy is not None

@@ -268,6 +268,9 @@ def test_linearize_as_torch_without_a_new_forward():
     assert n == 1
     with pytest.raises(RuntimeError, match="tangent:0 with shape"):
         fn(ng.ones(3, dtype=ng.float64))
+    for f, m in ((fn, ng), (fn_t, torch)):  # (torch's linearize checks the dtype too)
+        with pytest.raises(RuntimeError, match="tangent:0 with dtype torch.float32 in flattened"):
+            f(m.ones(2, 2, dtype=m.float32))
 
 
 # -- Jacobians and Hessians ----------------------------------------------------------------

@@ -56,23 +56,17 @@ def _make_grads(roots, grads, as_tensors):
             else:  # only read (copied into the arena): one read-only array per dtype
                 out.append(_ONES[dt] if dt in _ONES else _ones(dt))
             continue
-        if type(g) is BATCHED[0]:  # (one cotangent per sample: see prepare)
-            if tuple(g.shape) != t._data.shape:
-                raise RuntimeError(
-                    f"Mismatch in shape: grad_output[{i}] has a shape of {_size(g.shape)} and "
-                    f"output[{i}] has a shape of {_size(t._data.shape)}."
-                )
-            out.append(g if g.dtype == dt else g.to(dt))
-            continue
-        a = g._data if isinstance(g, Tensor) else np.asarray(g)
-        if a.shape != t._data.shape:
+        # (a batch of cotangents, one per sample, only under as_tensors: see prepare)
+        batched = type(g) is BATCHED[0]
+        a = g if batched else g._data if isinstance(g, Tensor) else np.asarray(g)
+        if tuple(a.shape) != t._data.shape:
             raise RuntimeError(
                 f"Mismatch in shape: grad_output[{i}] has a shape of {_size(a.shape)} and "
                 f"output[{i}] has a shape of {_size(t._data.shape)}."
             )
         if not as_tensors:
             out.append(np.asarray(a, dtype=dt).reshape(-1))
-        elif not isinstance(g, Tensor):
+        elif not batched and not isinstance(g, Tensor):
             out.append(_wrap(np.asarray(a, dtype=dt)))
         else:
             out.append(g if a.dtype == dt else g.to(dt))
