@@ -26,9 +26,8 @@ import numpy as np
 from . import _random
 from ._batching import BatchedTensor, Unbatchable, batched_mode, new_level, per_sample_draws
 from .autograd import forward_ad
-from .autograd.engine import batched_walk_pays, reached_leaves
 from .autograd.engine import grad as _autograd_grad
-from .autograd.functional import _autograd_grad as _grad_of_used
+from .autograd.engine import reached_leaves
 from .autograd.grad_mode import enable_grad, is_grad_enabled
 from .tensor import FUNCTIONS, Tensor, _wrap
 
@@ -624,19 +623,16 @@ def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):
 
 def _reverse_rows(outs, inputs, create):
     """``rows[i][j]``: d outs[i] / d inputs[j], of shape outs[i].shape + inputs[j].shape: the
-    vector-Jacobian products of every basis cotangent at once (one create_graph backward
-    whose formulas run batched, as torch's jacrev vmaps its vjp), or one backward per
-    element where a formula has no batching rule."""
+    vector-Jacobian products of every basis cotangent, stacked by
+    ``grad(is_grads_batched=True)`` (one create_graph backward whose formulas run batched,
+    as torch's jacrev vmaps its vjp, where that pays), or one backward per element inside a
+    vmap (the outputs are batched values there)."""
     sizes = [o.numel() for o in outs]
     total = sum(sizes)
-    stacked = None
-    if total > 1 and not _batched_size() and batched_walk_pays(outs, total):
-        try:
-            stacked = _batched_vjps(outs, inputs, sizes, total, create)
-        except Unbatchable as e:
-            _log.debug("jacrev: %s has no batching rule; one backward per output element", e)
-    if stacked is None:
+    if _batched_size():
         stacked = _looped_vjps(outs, inputs, sizes, total, create)
+    else:
+        stacked = _stacked_vjps(outs, inputs, sizes, total, create)
     rows = []
     start = 0
     for o, m in zip(outs, sizes, strict=True):
@@ -652,12 +648,11 @@ def _basis(outs, sizes, total, k=None):
     """The cotangents of output element ``k`` (of every element, stacked, when None)."""
     cots = []
     start = 0
-    level = new_level()
     for o, m in zip(outs, sizes, strict=True):
         if k is None:
             c = np.zeros((total, m), o.dtype)
             c[start : start + m] = np.eye(m, dtype=o.dtype)
-            cots.append(BatchedTensor(_wrap(c.reshape(total, *o.shape)), level))
+            cots.append(_wrap(c.reshape(total, *o.shape)))
         else:
             c = np.zeros(m, o.dtype)
             if start <= k < start + m:
@@ -667,22 +662,22 @@ def _basis(outs, sizes, total, k=None):
     return cots
 
 
-def _batched_vjps(outs, inputs, sizes, total, create):
-    basis = _basis(outs, sizes, total)
-    level = basis[0]._level
-    with batched_mode():
-        grads = _grad_of_used(outs, inputs, basis, create_graph=True, retain_graph=True)
-    out = []
-    for g, x in zip(grads, inputs, strict=True):
-        if g is None:
-            out.append(_wrap(np.zeros((total, *x.shape), x.dtype)))
-        elif type(g) is BatchedTensor:
-            if g._level != level:
-                raise Unbatchable("a gradient of another batch")
-            out.append(g._p)
-        else:  # (the same for every cotangent)
-            out.append(g.unsqueeze(0).expand(total, *x.shape))
-    return out
+def _stacked_vjps(outs, inputs, sizes, total, create):
+    pairs = [(o, c) for o, c in zip(outs, _basis(outs, sizes, total), strict=True)
+             if o.requires_grad]  # fmt: skip
+    if not pairs:
+        return [_wrap(np.zeros((total, *x.shape), x.dtype)) for x in inputs]
+    grads = _autograd_grad(
+        [o for o, _ in pairs],
+        inputs,
+        [c for _, c in pairs],
+        retain_graph=True,
+        create_graph=create,
+        allow_unused=True,
+        is_grads_batched=True,
+    )
+    return [_wrap(np.zeros((total, *x.shape), x.dtype)) if g is None else g
+            for g, x in zip(grads, inputs, strict=True)]  # fmt: skip
 
 
 def _looped_vjps(outs, inputs, sizes, total, create):

@@ -5,6 +5,7 @@ PyTorch's run_backward / Engine::execute (torch 2.13's semantics and error texts
 
 import contextlib
 import functools
+import logging
 import math
 import threading
 
@@ -31,6 +32,8 @@ from .anomaly_mode import check_nan, warn_failed
 from .function import FunctionCtx
 from .graph import GradientEdge, Node, edge_tensor, unpack_checked
 from .hooks import run_hooks, run_node_posthooks, run_node_prehooks, run_tensor_hooks
+
+_log = logging.getLogger("nautograd")
 
 # scratch for the gi of a node handed back to run in parts: nodes of up to 16 inputs
 _PEND = 2 * 16 + 3
@@ -1139,7 +1142,9 @@ def _one_batched_walk(roots, targets, grads, batch, create_graph, allow_unused):
                 create_graph=True,
                 allow_unused=True,
             )
-    except Unbatchable:
+    except Unbatchable as e:
+        _log.debug("grad(is_grads_batched=True): %s has no batching rule; one backward per "
+                   "cotangent", e)  # fmt: skip
         return None
     result = []
     for r, t in zip(found, targets, strict=True):
@@ -1147,6 +1152,8 @@ def _one_batched_walk(roots, targets, grads, batch, create_graph, allow_unused):
             result.append(None)
             continue
         if type(r) is BatchedTensor and r._level != level:
+            _log.debug("grad(is_grads_batched=True): a gradient of another batch; one "
+                       "backward per cotangent")  # fmt: skip
             return None
         r = r._p if type(r) is BatchedTensor else r.unsqueeze(0).expand(batch, *t.shape)
         result.append(r if create_graph else r.detach())

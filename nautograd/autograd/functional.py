@@ -4,8 +4,9 @@ Built on ``autograd.grad`` as torch's are, with torch 2.13's semantics and error
 (torch 2.13's autograd.functional). Forward-mode products use torch's double
 backward trick (the VJP is linear in its cotangent, so differentiating it with respect to
 the cotangent gives the JVP); second derivatives use ``create_graph=True``.
-``jacobian(vectorize=True)`` gives the same result as the row-by-row loop (there is no vmap
-here); ``strategy="forward-mode"`` needs forward-mode AD, which nautograd does not have yet.
+Reverse-mode ``jacobian(vectorize=True)`` gives the same result as the row-by-row loop, and
+runs it; ``strategy="forward-mode"`` is ``func.jacfwd``: every basis tangent of an input in
+one batched forward pass.
 """
 
 import numpy as np
