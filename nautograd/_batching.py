@@ -613,8 +613,14 @@ def _matmul_plain_right(xp, y, b):
 def _linear(op, args, kwargs):
     x, w = args[0], args[1]
     bias = args[2] if len(args) > 2 else kwargs.get("b")
-    if not _is_b(w) and not _is_b(bias) and _is_b(x):
-        return BatchedTensor(_apply(op, x._p, *args[1:], **kwargs))
+    return _linear_of(x, w, bias, lambda p: _apply(op, p, *args[1:], **kwargs))
+
+
+def _linear_of(x, w, bias, physical):
+    """``x @ w.T + bias`` per sample: ``physical(stacked x)`` (the op itself) when only x is
+    batched, else a product and a sum of batched values."""
+    if _is_b(x) and not _is_b(w) and not _is_b(bias):
+        return BatchedTensor(physical(x._p))
     out = _matmul(x, _call("transpose", (w,), {"dim0": -2, "dim1": -1}) if _rank(w) == 2 else w)
     return out if bias is None else _call("add", (out, bias), {})
 
@@ -857,10 +863,7 @@ def _linear_frontend(op, args, kwargs):
     x = args[0]
     w = args[1] if len(args) > 1 else kwargs.get("weight")
     bias = args[2] if len(args) > 2 else kwargs.get("bias")
-    if _is_b(x) and not _is_b(w) and not _is_b(bias):
-        return BatchedTensor(NN_FUNCTIONAL["linear"](x._p, w, bias))
-    out = _matmul(x, _call("transpose", (w,), {"dim0": 0, "dim1": 1}) if _rank(w) == 2 else w)
-    return out if bias is None else _call("add", (out, bias), {})
+    return _linear_of(x, w, bias, lambda p: NN_FUNCTIONAL["linear"](p, w, bias))
 
 
 _LOSS_ARGS = {

@@ -713,6 +713,7 @@ def test_jacrev_differentiates_every_basis_cotangent_in_one_batched_backward(cap
 
 JACFWD_CASES = {
     "tanh layer": lambda m, a: lambda x: m.tanh(a @ x) * x,
+    "linear": lambda m, a: lambda x: m.nn.functional.linear(x, a, a[0]).tanh(),
     "softmax and indexing": lambda m, a: lambda x: (
         m.softmax(x.reshape(4, 4), 1).reshape(-1)[2:9] * x[:7].sum() + x[[1, 3, 5, 7, 9, 11, 13]]
     ),
