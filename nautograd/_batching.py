@@ -372,19 +372,23 @@ def _elementwise(op, args, kwargs):
 
 
 def _broadcasting(op, args, kwargs):
-    b = _batch(args)
-    rank = max(_rank(x) for x in args)
-    kwargs = dict(kwargs)
-    for v in kwargs.values():  # (a tensor attribute broadcasts too: masked_fill's mask)
-        if isinstance(v, (Tensor, BatchedTensor)):
-            rank = max(rank, _rank(v))
-    phys = [_aligned(x, rank, b) for x in args]
-    for k, v in kwargs.items():
-        if isinstance(v, (Tensor, BatchedTensor)):
-            kwargs[k] = _aligned(v, rank, b)
-    if not _is_b(args[0]) and op.nin == 1:  # (the result takes the input's shape: batch it)
+    return _aligned_call(lambda *a, **k: _apply(op, *a, **k), args, kwargs, op.nin == 1)
+
+
+def _aligned_call(call, args, kwargs, expand_first):
+    """``call(*args, **kwargs)`` on the stacked values of arguments that broadcast against
+    each other: every batched one aligned (``_aligned``) to the largest sample rank among
+    the tensors (a tensor attribute too: masked_fill's mask, clamp's bounds). With
+    ``expand_first``, a first argument that is not batched is repeated over the batch (the
+    result has its shape)."""
+    items = [*args, *kwargs.values()]
+    b = _batch(items)
+    rank = max(_rank(v) for v in items if isinstance(v, (Tensor, BatchedTensor)))
+    phys = [_aligned(v, rank, b) for v in args]
+    if expand_first and isinstance(args[0], Tensor):
         phys[0] = _expanded(_aligned(args[0], rank, b), b)
-    return BatchedTensor(_apply(op, *phys, **kwargs))
+    kw = {k: _aligned(v, rank, b) for k, v in kwargs.items()}
+    return BatchedTensor(call(*phys, **kw))
 
 
 _FULL_TUPLE = {"sum", "mean", "amax", "amin", "var", "std", "logsumexp", "vector_norm",
@@ -760,12 +764,8 @@ def _expand(op, args, kwargs):
 def _where(op, args, kwargs):
     if len(args) + len(kwargs) != 3:
         raise Unbatchable("where(condition)")
-    cond, x, y = (list(args) + [kwargs.get("input"), kwargs.get("other")])[:3]
-    items = [cond, x, y]
-    b = _batch(items)
-    rank = max(_rank(v) for v in items)
-    phys = [_aligned(v, rank, b) for v in items]
-    return BatchedTensor(FUNCTIONS["where"](*phys))
+    items = (list(args) + [kwargs.get("input"), kwargs.get("other")])[:3]
+    return _aligned_call(FUNCTIONS["where"], items, {}, False)
 
 
 def _frontend_broadcasting(name):
@@ -773,14 +773,7 @@ def _frontend_broadcasting(name):
     ``clamp``'s tensor bounds, ``square``)."""
 
     def rule(op, args, kwargs):
-        items = [*args, *kwargs.values()]
-        b = _batch(items)
-        rank = max(_rank(v) for v in items if isinstance(v, (Tensor, BatchedTensor)))
-        phys = [_aligned(v, rank, b) for v in args]
-        if isinstance(args[0], Tensor):  # (the result has its shape: batch it)
-            phys[0] = _expanded(_aligned(args[0], rank, b), b)
-        kw = {k: _aligned(v, rank, b) for k, v in kwargs.items()}
-        return BatchedTensor(FUNCTIONS[name](*phys, **kw))
+        return _aligned_call(FUNCTIONS[name], args, kwargs, True)
 
     return rule
 
@@ -885,15 +878,10 @@ def _elementwise_loss(op, args, kwargs):
             raise Unbatchable(f"{op.name}({k}=...)")
     given.update(kwargs)
     reduction = given.pop("reduction", "mean")
-    tensors = {k: v for k, v in given.items() if isinstance(v, (Tensor, BatchedTensor))}
-    b = _batch(list(tensors.values()))
-    rank = max(_rank(v) for v in tensors.values())
-    phys = {k: (_aligned(v, rank, b) if k != "input" or _is_b(v) else v) for k, v in given.items()}
-    if not _is_b(given["input"]):
-        phys["input"] = _expanded(_aligned(given["input"], rank, b), b)
-    x, t = phys.pop("input"), phys.pop("target")
-    loss = NN_FUNCTIONAL[op.name](x, t, reduction="none", **phys)
-    return _reduced(loss, reduction, op.name)
+    x, t = given.pop("input"), given.pop("target")
+    f = NN_FUNCTIONAL[op.name]
+    loss = _aligned_call(lambda *a, **k: f(*a, reduction="none", **k), (x, t), given, True)
+    return _reduced(loss._p, reduction, op.name)
 
 
 def _reduced(loss, reduction, name):
