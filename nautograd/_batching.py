@@ -719,6 +719,13 @@ APPLY_RULES.update({
 # -- rules at op frontends (arguments as the public function takes them) -----------------------
 
 
+def _bound(args, kwargs, names):
+    """A public call's arguments by name (``names``: its parameters in order)."""
+    given = dict(zip(names, args, strict=False))
+    given.update(kwargs)
+    return given
+
+
 def _shape_arg(args):
     if len(args) == 1 and isinstance(args[0], (tuple, list)):
         return tuple(args[0])
@@ -872,11 +879,10 @@ _LOSS_ARGS = {
 def _elementwise_loss(op, args, kwargs):
     """A loss that is an elementwise function of input and target, then reduced."""
     names = ("input", "target", *_LOSS_ARGS[op.name])
-    given = dict(zip(names, args, strict=False))
+    given = _bound(args, kwargs, names)
     for k in ("size_average", "reduce"):
-        if kwargs.get(k) is not None:
+        if given.get(k) is not None:
             raise Unbatchable(f"{op.name}({k}=...)")
-    given.update(kwargs)
     reduction = given.pop("reduction", "mean")
     x, t = given.pop("input"), given.pop("target")
     f = NN_FUNCTIONAL[op.name]
@@ -900,8 +906,7 @@ def _class_loss(op, args, kwargs):
     names = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction")
     if op.name == "cross_entropy":
         names = (*names, "label_smoothing")
-    given = dict(zip(names, args, strict=False))
-    given.update(kwargs)
+    given = _bound(args, kwargs, names)
     if given.get("weight") is not None or given.get("label_smoothing", 0.0) != 0.0:
         raise Unbatchable(f"{op.name} with weights or smoothing")
     if given.get("size_average") is not None or given.get("reduce") is not None:
@@ -938,8 +943,7 @@ def per_sample_draws():
 
 def _dropout(op, args, kwargs):
     names = ("input", "p", "training", "inplace")
-    given = dict(zip(names, args, strict=False))
-    given.update(kwargs)
+    given = _bound(args, kwargs, names)
     x, p, training = given["input"], given.get("p", 0.5), given.get("training", True)
     if not training or p == 0:
         return x
@@ -956,8 +960,7 @@ def _dropout(op, args, kwargs):
 def _scatter_add(op, args, kwargs):
     """``input.scatter_add(dim, index, src)`` per sample: every operand batched, dim shifted
     (each sample scatters within its own slice)."""
-    given = dict(zip(("input", "dim", "index", "src"), args, strict=False))
-    given.update(kwargs)
+    given = _bound(args, kwargs, ("input", "dim", "index", "src"))
     x, index, src = given["input"], given["index"], given["src"]
     if not isinstance(index, (Tensor, BatchedTensor)):
         index = _wrap(np.asarray(index))
@@ -967,20 +970,13 @@ def _scatter_add(op, args, kwargs):
     return BatchedTensor(FUNCTIONS["scatter_add"](phys[0], dim, phys[1], phys[2]))
 
 
-def _bound(op, args, kwargs, names):
-    """The public call's arguments by name (``names``: its parameters in order)."""
-    given = dict(zip(names, args, strict=False))
-    given.update(kwargs)
-    return given
-
-
 def _spatial(rank_one, names):
     """conv and pool on a batched input whose other arguments are not batched: one sample
     of rank ``rank_one`` (unbatched conv, (C, *spatial)) runs as the stacked samples'
     batch; a sample with its own batch dim runs with both dims merged."""
 
     def rule(op, args, kwargs):
-        given = _bound(op, args, kwargs, names)
+        given = _bound(args, kwargs, names)
         x = given.pop("input")
         if not _is_b(x) or any(_is_b(v) for v in given.values()):
             raise Unbatchable(f"{op.name} with batched weights")
@@ -1001,7 +997,7 @@ def _spatial(rank_one, names):
 def _embedding(op, args, kwargs):
     names = ("input", "weight", "padding_idx", "max_norm", "norm_type", "scale_grad_by_freq",
              "sparse")  # fmt: skip
-    given = _bound(op, args, kwargs, names)
+    given = _bound(args, kwargs, names)
     x, w = given.pop("input"), given.pop("weight")
     if _is_b(w) or any(_is_b(v) for v in given.values()):
         raise Unbatchable("embedding with a batched weight")
@@ -1012,7 +1008,7 @@ def _batch_norm(op, args, kwargs):
     """batch_norm with running statistics (``training=False``): each element on its own."""
     names = ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum",
              "eps")  # fmt: skip
-    given = _bound(op, args, kwargs, names)
+    given = _bound(args, kwargs, names)
     x = given.pop("input")
     if given.get("training") or not _is_b(x) or any(_is_b(v) for v in given.values()):
         raise Unbatchable("batch_norm in training mode (its statistics mix the samples)")
@@ -1052,8 +1048,7 @@ def _einsum(op, args, kwargs):
 
 def _layer_norm(op, args, kwargs):
     names = ("input", "normalized_shape", "weight", "bias", "eps")
-    given = dict(zip(names, args, strict=False))
-    given.update(kwargs)
+    given = _bound(args, kwargs, names)
     x = given.pop("input")
     if not _is_b(x) or any(_is_b(v) for v in given.values()):
         raise Unbatchable("layer_norm with batched weights")
