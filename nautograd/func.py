@@ -28,6 +28,7 @@ from ._batching import BatchedTensor, Unbatchable, batched_mode, new_level, per_
 from .autograd import forward_ad
 from .autograd.engine import grad as _autograd_grad
 from .autograd.engine import reached_leaves
+from .autograd.functional import _autograd_grad as _grad_of_used
 from .autograd.grad_mode import enable_grad, is_grad_enabled
 from .tensor import FUNCTIONS, Tensor, _wrap
 
@@ -663,19 +664,8 @@ def _basis(outs, sizes, total, k=None):
 
 
 def _stacked_vjps(outs, inputs, sizes, total, create):
-    pairs = [(o, c) for o, c in zip(outs, _basis(outs, sizes, total), strict=True)
-             if o.requires_grad]  # fmt: skip
-    if not pairs:
-        return [_wrap(np.zeros((total, *x.shape), x.dtype)) for x in inputs]
-    grads = _autograd_grad(
-        [o for o, _ in pairs],
-        inputs,
-        [c for _, c in pairs],
-        retain_graph=True,
-        create_graph=create,
-        allow_unused=True,
-        is_grads_batched=True,
-    )
+    grads = _grad_of_used(outs, inputs, _basis(outs, sizes, total), create_graph=create,
+                          retain_graph=True, is_grads_batched=True)  # fmt: skip
     return [_wrap(np.zeros((total, *x.shape), x.dtype)) if g is None else g
             for g, x in zip(grads, inputs, strict=True)]  # fmt: skip
 

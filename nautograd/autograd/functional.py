@@ -108,7 +108,8 @@ def _check_requires_grad(tensors, kind, strict):
             raise RuntimeError(_STRICT[kind].format(i=i))
 
 
-def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None):
+def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retain_graph=None,
+                   is_grads_batched=False):  # fmt: skip
     """autograd.grad over the outputs that require grad (None for every input if none does)."""
     if grad_outputs is None:
         grad_outputs = (None,) * len(outputs)
@@ -126,6 +127,7 @@ def _autograd_grad(outputs, inputs, grad_outputs=None, create_graph=False, retai
         allow_unused=True,
         create_graph=create_graph,
         retain_graph=retain_graph,
+        is_grads_batched=is_grads_batched,
     )
 
 
