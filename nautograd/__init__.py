@@ -17,6 +17,7 @@ from . import (
     linalg,  # noqa: E402
     nn,  # noqa: E402
     optim,  # noqa: E402
+    special,  # noqa: E402
     utils,  # noqa: E402
 )
 from ._device import device  # noqa: E402
@@ -113,7 +114,9 @@ for _f in _FUNCTIONS.values():
 from .kernels import scalar as _scalar  # noqa: E402
 
 # derivatives written in the scalar vocabulary evaluate on tensors under create_graph
-_scalar.bind(where=autograd.higher_order.formula_where)
+_scalar.bind(
+    where=autograd.higher_order.formula_where, i1=special.i1, i0e=special.i0e, i1e=special.i1e
+)
 
 from . import library  # noqa: E402  (user-defined compiled ops)
 

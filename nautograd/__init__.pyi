@@ -12,6 +12,7 @@ from . import library as library
 from . import linalg as linalg
 from . import nn as nn
 from . import optim as optim
+from . import special as special
 from . import utils as utils
 from ._device import device as device
 from ._threads import get_num_threads as get_num_threads
@@ -545,6 +546,15 @@ def diagonal(input, offset=0, dim1=0, dim2=1) -> Any:
         dim2 (int): the second dimension of the 2-D planes.
     """
 
+def digamma(input) -> Any:
+    """d/dx log Gamma(input), -inf at 0 and NaN at the negative integers; derivative polygamma(1, x).
+
+    As ``torch.digamma``, ``torch.special.digamma``, ``torch.special.psi``, ``Tensor.digamma``; backward node ``DigammaBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
 def div(input, other) -> Any:
     """Elementwise true division input / other, broadcast.
 
@@ -608,7 +618,7 @@ def eq(input, other) -> Any:
 def erf(input) -> Any:
     """The error function of input; derivative 2 / sqrt(pi) e^(-x^2).
 
-    As ``torch.erf``, ``Tensor.erf``; backward node ``ErfBackward0``.
+    As ``torch.erf``, ``torch.special.erf``, ``Tensor.erf``; backward node ``ErfBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -617,7 +627,16 @@ def erf(input) -> Any:
 def erfc(input) -> Any:
     """1 - erf(input); derivative -2 / sqrt(pi) e^(-x^2).
 
-    As ``torch.erfc``, ``Tensor.erfc``; backward node ``ErfcBackward0``.
+    As ``torch.erfc``, ``torch.special.erfc``, ``Tensor.erfc``; backward node ``ErfcBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def erfinv(input) -> Any:
+    """The inverse of erf: y with erf(y) = input, for -1 <= input <= 1; derivative sqrt(pi) / 2 e^(y^2).
+
+    As ``torch.erfinv``, ``torch.special.erfinv``, ``Tensor.erfinv``; backward node ``ErfinvBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -635,7 +654,7 @@ def exp(input) -> Any:
 def exp2(input) -> Any:
     """2^input; derivative 2^x log 2.
 
-    As ``torch.exp2``, ``Tensor.exp2``; backward node ``Exp2Backward0``.
+    As ``torch.exp2``, ``torch.special.exp2``, ``Tensor.exp2``; backward node ``Exp2Backward0``.
 
     Args:
         input (Tensor): the input.
@@ -644,7 +663,7 @@ def exp2(input) -> Any:
 def expm1(input) -> Any:
     """e^input - 1, exact for small input; derivative e^x.
 
-    As ``torch.expm1``, ``Tensor.expm1``; backward node ``Expm1Backward0``.
+    As ``torch.expm1``, ``torch.special.expm1``, ``Tensor.expm1``; backward node ``Expm1Backward0``.
 
     Args:
         input (Tensor): the input.
@@ -771,6 +790,15 @@ def hypot(input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
+def i0(input) -> Any:
+    """The modified Bessel function of the first kind of order 0, I_0(input); derivative I_1(x).
+
+    As ``torch.i0``, ``torch.special.i0``, ``Tensor.i0``; backward node ``I0Backward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
 def index_select(input, dim, index) -> Any:
     """The entries of input at positions index along dim.
 
@@ -867,6 +895,15 @@ def lerp(input, end, weight) -> Any:
         weight (Tensor or number): the interpolation weight.
     """
 
+def lgamma(input) -> Any:
+    """log |Gamma(input)|; derivative digamma(x).
+
+    As ``torch.lgamma``, ``torch.special.gammaln``, ``Tensor.lgamma``; backward node ``LgammaBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
 def log(input) -> Any:
     """The natural logarithm of input; derivative 1 / x.
 
@@ -888,7 +925,7 @@ def log10(input) -> Any:
 def log1p(input) -> Any:
     """log(1 + input), exact for small input; derivative 1 / (1 + x).
 
-    As ``torch.log1p``, ``Tensor.log1p``; backward node ``Log1pBackward0``.
+    As ``torch.log1p``, ``torch.special.log1p``, ``Tensor.log1p``; backward node ``Log1pBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -972,10 +1009,20 @@ def logical_xor(input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
+def logit(input, eps=None) -> Any:
+    """log(p / (1 - p)) of p = input, clamped to [eps, 1 - eps] when eps is given; derivative 1 / (p (1 - p)), zero outside [eps, 1 - eps].
+
+    As ``torch.logit``, ``torch.special.logit``, ``Tensor.logit``; backward node ``LogitBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        eps (float, optional): the clamp of input. Default: None, no clamp.
+    """
+
 def logsumexp(input, dim, keepdim=False) -> Any:
     """log(sum(exp(input))) over dim, computed without overflow.
 
-    As ``torch.logsumexp``, ``Tensor.logsumexp``; backward node ``LogsumexpBackward0``.
+    As ``torch.logsumexp``, ``torch.special.logsumexp``, ``Tensor.logsumexp``; backward node ``LogsumexpBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -1129,6 +1176,16 @@ def mv(input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
+def mvlgamma(input, p) -> Any:
+    """The log of the multivariate gamma function of dimension p at input, sum_j lgamma(input - j / 2) + p (p - 1) / 4 log(pi), j < p.
+
+    As ``torch.mvlgamma``, ``torch.special.multigammaln``, ``Tensor.mvlgamma``; its gradient is that of the ops it is written with.
+
+    Args:
+        input (Tensor): the input.
+        p (int): the dimension, at least 1.
+    """
+
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None) -> Any:
     """input with NaN replaced by nan, +inf by posinf and -inf by neginf (the dtype's largest finite values by default).
 
@@ -1204,6 +1261,16 @@ def permute(input, *dims) -> Any:
         *dims (int or tuple of int): the dimensions.
     """
 
+def polygamma(n, input) -> Any:
+    """The n-th derivative of digamma at input; its derivative polygamma(n + 1, x).
+
+    As ``torch.polygamma``, ``torch.special.polygamma``, ``Tensor.polygamma``; backward node ``PolygammaBackward0``.
+
+    Args:
+        n (int): the order of the derivative, n >= 0.
+        input (Tensor): the input.
+    """
+
 def pow(input, exponent) -> Any:
     """input ** exponent; either may be a number. The derivative at 0 follows torch (0 ** 0 has gradient 0).
 
@@ -1277,7 +1344,7 @@ def roll(input, shifts, dims=None) -> Any:
 def round(input, decimals=0) -> Any:
     """input rounded to decimals places, half to even; zero gradient.
 
-    As ``torch.round``, ``Tensor.round``; backward node ``RoundBackward0``.
+    As ``torch.round``, ``torch.special.round``, ``Tensor.round``; backward node ``RoundBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -1319,7 +1386,7 @@ def select(input, dim, index) -> Any:
 def sigmoid(input) -> Any:
     """1 / (1 + e^-input); derivative s(x) (1 - s(x)).
 
-    As ``torch.sigmoid``, ``torch.nn.functional.sigmoid``, ``Tensor.sigmoid``; backward node ``SigmoidBackward0``.
+    As ``torch.sigmoid``, ``torch.nn.functional.sigmoid``, ``torch.special.expit``, ``Tensor.sigmoid``; backward node ``SigmoidBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -1356,6 +1423,15 @@ def sin(input) -> Any:
     """The sine of input; derivative cos(x).
 
     As ``torch.sin``, ``Tensor.sin``; backward node ``SinBackward0``.
+
+    Args:
+        input (Tensor): the input.
+    """
+
+def sinc(input) -> Any:
+    """sin(pi input) / (pi input), 1 at 0; derivative (cos(pi x) - sinc(x)) / x, 0 at 0.
+
+    As ``torch.sinc``, ``torch.special.sinc``, ``Tensor.sinc``; backward node ``SincBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -1666,4 +1742,14 @@ def where(condition, input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
-__all__ = ['BoolTensor', 'ByteTensor', 'CharTensor', 'DoubleTensor', 'FloatTensor', 'HalfTensor', 'IntTensor', 'LongTensor', 'ShortTensor', 'Size', 'Tensor', 'abs', 'acos', 'acosh', 'add', 'addcdiv', 'addcmul', 'all', 'allclose', 'amax', 'amin', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'argmax', 'argmin', 'as_tensor', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'autograd', 'bmm', 'bool', 'bool_', 'broadcast_to', 'cat', 'ceil', 'cholesky', 'cholesky_solve', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'concatenate', 'cos', 'cosh', 'count_nonzero', 'cuda', 'cumprod', 'cumsum', 'det', 'device', 'diag', 'diagonal', 'distributions', 'div', 'divide', 'dot', 'double', 'e', 'einsum', 'elu', 'empty', 'empty_like', 'enable_grad', 'eq', 'equal', 'erf', 'erfc', 'exp', 'exp2', 'expm1', 'eye', 'finfo', 'fix', 'flatten', 'flip', 'float', 'float16', 'float32', 'float64', 'floor', 'fmod', 'from_numpy', 'full', 'full_like', 'func', 'gather', 'ge', 'gelu', 'ger', 'get_default_dtype', 'get_num_threads', 'gt', 'half', 'hardtanh', 'hypot', 'iinfo', 'index_select', 'inf', 'inference_mode', 'int', 'int16', 'int32', 'int64', 'int8', 'inverse', 'is_anomaly_check_nan_enabled', 'is_anomaly_enabled', 'is_floating_point', 'is_grad_enabled', 'is_inference', 'is_inference_mode_enabled', 'is_tensor', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'le', 'leaky_relu', 'lerp', 'library', 'linalg', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logsumexp', 'long', 'lt', 'manual_seed', 'masked_fill', 'matmul', 'max', 'maximum', 'mean', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'mul', 'multiply', 'mv', 'nan', 'nan_to_num', 'narrow', 'ne', 'neg', 'nn', 'no_grad', 'norm', 'numel', 'ones', 'ones_like', 'optim', 'outer', 'permute', 'pi', 'pow', 'prod', 'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'reciprocal', 'relu', 'remainder', 'reshape', 'roll', 'round', 'rsqrt', 'scatter_add', 'select', 'set_default_dtype', 'set_grad_enabled', 'set_num_threads', 'sigmoid', 'sign', 'signbit', 'silu', 'sin', 'sinh', 'slogdet', 'softmax', 'softplus', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'subtract', 'sum', 'swapaxes', 't', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_apply', 'tile', 'trace', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'uint8', 'unbind', 'unflatten', 'unsqueeze', 'utils', 'var', 'where', 'zeros', 'zeros_like']
+def xlogy(input, other) -> Any:
+    """input log(other), 0 where input is 0 (unless other is NaN).
+
+    As ``torch.xlogy``, ``torch.special.xlogy``, ``Tensor.xlogy``; backward node ``XlogyBackward0``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
+__all__ = ['BoolTensor', 'ByteTensor', 'CharTensor', 'DoubleTensor', 'FloatTensor', 'HalfTensor', 'IntTensor', 'LongTensor', 'ShortTensor', 'Size', 'Tensor', 'abs', 'acos', 'acosh', 'add', 'addcdiv', 'addcmul', 'all', 'allclose', 'amax', 'amin', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'argmax', 'argmin', 'as_tensor', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'autograd', 'bmm', 'bool', 'bool_', 'broadcast_to', 'cat', 'ceil', 'cholesky', 'cholesky_solve', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'concatenate', 'cos', 'cosh', 'count_nonzero', 'cuda', 'cumprod', 'cumsum', 'det', 'device', 'diag', 'diagonal', 'digamma', 'distributions', 'div', 'divide', 'dot', 'double', 'e', 'einsum', 'elu', 'empty', 'empty_like', 'enable_grad', 'eq', 'equal', 'erf', 'erfc', 'erfinv', 'exp', 'exp2', 'expm1', 'eye', 'finfo', 'fix', 'flatten', 'flip', 'float', 'float16', 'float32', 'float64', 'floor', 'fmod', 'from_numpy', 'full', 'full_like', 'func', 'gather', 'ge', 'gelu', 'ger', 'get_default_dtype', 'get_num_threads', 'gt', 'half', 'hardtanh', 'hypot', 'i0', 'iinfo', 'index_select', 'inf', 'inference_mode', 'int', 'int16', 'int32', 'int64', 'int8', 'inverse', 'is_anomaly_check_nan_enabled', 'is_anomaly_enabled', 'is_floating_point', 'is_grad_enabled', 'is_inference', 'is_inference_mode_enabled', 'is_tensor', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'le', 'leaky_relu', 'lerp', 'lgamma', 'library', 'linalg', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logit', 'logsumexp', 'long', 'lt', 'manual_seed', 'masked_fill', 'matmul', 'max', 'maximum', 'mean', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'mul', 'multiply', 'mv', 'mvlgamma', 'nan', 'nan_to_num', 'narrow', 'ne', 'neg', 'nn', 'no_grad', 'norm', 'numel', 'ones', 'ones_like', 'optim', 'outer', 'permute', 'pi', 'polygamma', 'pow', 'prod', 'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'reciprocal', 'relu', 'remainder', 'reshape', 'roll', 'round', 'rsqrt', 'scatter_add', 'select', 'set_default_dtype', 'set_grad_enabled', 'set_num_threads', 'sigmoid', 'sign', 'signbit', 'silu', 'sin', 'sinc', 'sinh', 'slogdet', 'softmax', 'softplus', 'special', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'subtract', 'sum', 'swapaxes', 't', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_apply', 'tile', 'trace', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'uint8', 'unbind', 'unflatten', 'unsqueeze', 'utils', 'var', 'where', 'xlogy', 'zeros', 'zeros_like']

@@ -2499,6 +2499,7 @@ def _reuse(tape, b, x, saved, seen):
 FUNCTIONS = {}
 NN_FUNCTIONAL = {}  # ng.nn.functional.<name>
 LINALG = {}  # ng.linalg.<name>
+SPECIAL = {}  # ng.special.<name>
 _TO_COPY = OP_BY_NAME["_to_copy"]
 
 
@@ -2626,6 +2627,8 @@ def _bind():
             NN_FUNCTIONAL[op.name] = f
         for name in op.linalg:
             LINALG[name] = f
+        for name in op.special:
+            SPECIAL[name] = f
         for name in op.methods:
             setattr(Tensor, name, f)
         for name in op.dunders:
@@ -2680,12 +2683,13 @@ for _name in ("squeeze", "unsqueeze", "t", "transpose", "swapaxes", "swapdims"):
 for _name in (
     "abs", "acos", "acosh", "arccos", "arccosh", "arcsin", "arcsinh", "arctan2", "arctan",
     "arctanh", "asin", "asinh", "atan2", "atan", "atanh", "ceil", "cos", "cosh", "cumprod",
-    "cumsum", "divide", "eq", "erf", "erfc", "exp2", "exp", "expm1", "fix", "floor", "fmod",
-    "ge", "gt", "hypot", "le", "log10", "log1p", "log2", "log", "logical_and", "logical_not",
-    "logical_or", "logical_xor", "lt", "masked_fill", "multiply", "nan_to_num", "ne", "neg",
-    "negative", "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "scatter_add",
-    "sigmoid", "sign", "sin", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "tril",
-    "triu", "true_divide", "trunc",
+    "cumsum", "digamma", "divide", "eq", "erf", "erfc", "erfinv", "exp2", "exp", "expm1",
+    "fix", "floor", "fmod", "ge", "gt", "hypot", "i0", "le", "lgamma", "log10", "log1p",
+    "log2", "log", "logical_and", "logical_not", "logical_or", "logical_xor", "logit", "lt",
+    "masked_fill", "multiply", "mvlgamma", "nan_to_num", "ne", "neg", "negative", "polygamma",
+    "pow", "reciprocal", "relu", "remainder", "round", "rsqrt", "scatter_add", "sigmoid",
+    "sign", "sin", "sinc", "sinh", "sqrt", "square", "subtract", "tan", "tanh", "tril", "triu",
+    "true_divide", "trunc", "xlogy",
 ):  # fmt: skip
     if hasattr(Tensor, _name) and not hasattr(Tensor, _name + "_"):
         setattr(Tensor, _name + "_", _inplace_variant(_name))

@@ -55,6 +55,16 @@ TORCH = {
     "_logabsdet": lambda a: torch.linalg.slogdet(a).logabsdet,
     "_slogdet_sign": lambda a: torch.linalg.slogdet(a).sign,
     "convolution": lambda x, w, **kw: F.conv2d(x, w, **kw),
+    "polygamma": lambda x, n: torch.polygamma(n, x),
+    "entr": torch.special.entr,
+    "erfcx": torch.special.erfcx,
+    "ndtr": torch.special.ndtr,
+    "log_ndtr": torch.special.log_ndtr,
+    "ndtri": torch.special.ndtri,
+    "xlog1py": torch.special.xlog1py,
+    "i0e": torch.special.i0e,
+    "i1": torch.special.i1,
+    "i1e": torch.special.i1e,
     "_windows": lambda x, dims, sizes, steps, dilations: _torch_windows(
         x, dims, sizes, steps, dilations
     ),

@@ -30,6 +30,13 @@ xexp = elementwise(
     derivative=lambda x, result: result + math.exp(x),
 )
 
+# both, written with library.math: differentiable again
+xexp2 = elementwise(
+    "mylib::xexp2",
+    forward=lambda x: x * m.exp(x),
+    derivative=lambda x, result: result + m.exp(x),
+)
+
 
 def _close(a, b, tol=1e-12):
     np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
@@ -97,6 +104,20 @@ def test_create_graph_through_a_library_op_written_with_library_math():
     (ht,) = torch.autograd.grad((gt * gt).sum(), xt)
     _close(gx.detach().numpy(), gt.detach().numpy())
     _close(hx.numpy(), ht.numpy())
+
+
+def test_double_backward_of_an_op_whose_derivative_reads_input_and_result_matches_torch():
+    # the create_graph formula read the saved input where the derivative reads the result
+    a = np.array([-1.5, 0.2, 2.0])
+    x = ng.tensor(a, requires_grad=True)
+    (gx,) = ng.autograd.grad(xexp2(x).sum(), x, create_graph=True)
+    (hx,) = ng.autograd.grad(gx.sum(), x)
+    xt = torch.tensor(a, requires_grad=True)
+    (gt,) = torch.autograd.grad((xt * xt.exp()).sum(), xt, create_graph=True)
+    (ht,) = torch.autograd.grad(gt.sum(), xt)
+    _close(gx.detach().numpy(), gt.detach().numpy())
+    _close(hx.numpy(), ht.numpy())
+    assert ng.autograd.gradgradcheck(xexp2, (x,))
 
 
 def test_gradcheck_and_gradgradcheck_pass_for_library_ops():

@@ -31,6 +31,7 @@ PUBLIC_MODULES = [
     "nautograd.func",
     "nautograd.utils.checkpoint",
     "nautograd.linalg",
+    "nautograd.special",
     "nautograd.library",
     "nautograd.cuda",
 ]
@@ -93,7 +94,9 @@ def test_every_argument_of_every_op_is_described():
     from nautograd.kernels import opdocs
     from nautograd.kernels.registry import COMPOSITES, OPS
 
-    public = [op for op in OPS + COMPOSITES if op.functions or op.methods or op.linalg]
+    public = [
+        op for op in OPS + COMPOSITES if op.functions or op.methods or op.linalg or op.special
+    ]
     public += [op for op in OPS + COMPOSITES if op.nn_functional]
     bad = {op.name: opdocs.undescribed(op) for op in public if opdocs.undescribed(op)}
     assert not bad, bad

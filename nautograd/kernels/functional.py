@@ -20,6 +20,7 @@ from .pointwise import (
     binary_cross_entropy_elements,
     clamp,
     exp,
+    lgamma,
     log,
     neg,
     softplus,
@@ -27,7 +28,7 @@ from .pointwise import (
 )
 from .reduce import max_, mean, sum_, var
 from .registry import Case, defcomposite, defop
-from .shape import permute, reshape, t
+from .shape import permute, reshape, t, unsqueeze
 
 # ---------------------------------------------------------------------------------------------
 # helpers
@@ -812,4 +813,37 @@ avg_pool2d = defcomposite(
     ],
     **_LOSS,
     doc="The mean over each kernel_size window of input (N, C, H, W).",
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# special functions written with others
+
+
+def _mvlgamma(apply, input, p):  # noqa: A002  (torch's argument names)
+    # log of the multivariate gamma function: sum_j lgamma(x - j / 2) + p (p - 1) / 4 log(pi)
+    if not isinstance(p, numbers.Integral) or isinstance(p, bool):
+        raise TypeError(f"mvlgamma(): argument 'p' must be int, not {type(p).__name__}")
+    if p < 1:
+        raise RuntimeError("p has to be greater than or equal to 1")
+    dtype = np.dtype(getattr(input, "dtype", np.float64))
+    dtype = dtype if dtype.kind == "f" else np.dtype(np.float32)
+    shifts = np.arange(-p * 0.5 + 0.5, 0.5, 0.5, dtype=dtype)
+    terms = apply(lgamma, apply(add, apply(unsqueeze, input, dim=-1), shifts))
+    return apply(add, apply(sum_, terms, dim=-1), p * (p - 1) / 4 * math.log(math.pi))
+
+
+mvlgamma = defcomposite(
+    "mvlgamma",
+    _mvlgamma,
+    [
+        Case(((3, 4),), {"p": 1}, low=0.5, high=4.0),
+        Case(((5,),), {"p": 3}, low=1.5, high=4.0),
+    ],
+    methods=("mvlgamma",),
+    functions=("mvlgamma",),
+    special=("multigammaln",),
+    doc="The log of the multivariate gamma function of dimension p at input, "
+    "sum_j lgamma(input - j / 2) + p (p - 1) / 4 log(pi), j < p.\n"
+    "p: (int) the dimension, at least 1.",
 )

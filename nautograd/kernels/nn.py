@@ -364,6 +364,7 @@ logsumexp = defop(
     logsumexp_backward,
     formula=_logsumexp_formula,
     methods=("logsumexp",),
+    special=("logsumexp",),
     cases=[
         Case(((3, 4),), {"dim": 1}),
         Case(((2, 3, 4),), {"dim": (0, 2), "keepdim": True}),

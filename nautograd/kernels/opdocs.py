@@ -154,6 +154,7 @@ def docstring(op):
     names = [f"torch.{n}" for n in op.functions]
     names += [f"torch.nn.functional.{op.name}"] if op.nn_functional else []
     names += [f"torch.linalg.{n}" for n in op.linalg]
+    names += [f"torch.special.{n}" for n in op.special]
     names += [f"Tensor.{n}" for n in op.methods]
     if op.composite:
         grad = "its gradient is that of the ops it is written with"

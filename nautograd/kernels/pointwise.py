@@ -13,10 +13,11 @@ import numbers
 
 import numba
 import numpy as np
+import scipy.special
 
 from .._numba_setup import cached
 from .._threads import elementwise
-from . import _vmath
+from . import _special, _vmath
 from . import scalar as m
 from ._jit import assigning, bcast_offsets, kernel, parallel, part, saved, view
 from ._shapes import binary_params, nary_params
@@ -35,6 +36,11 @@ _LN10 = math.log(10.0)
 _TWO_OVER_SQRT_PI = 2.0 / math.sqrt(math.pi)
 _SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
 _GELU_C = 0.044715
+_PI = math.pi
+_SQRT_PI_OVER_2 = math.sqrt(math.pi) / 2.0
+_SQRT_2PI = math.sqrt(2.0 * math.pi)
+_INV_SQRT_2PI = 1.0 / _SQRT_2PI
+_EPS = float(np.finfo(np.float64).eps)
 
 
 def _unary_kernel(name, d, saves, select):
@@ -82,7 +88,7 @@ def _unary_formula(d, saves, zero):
         if zero:
             return (ctx.constant(np.zeros(ctx.input_shapes[0])),)
         x = ctx.input(0, 0) if saves in ("x", "both") else None
-        r = ctx.output(0, 0) if saves in ("result", "both") else None
+        r = ctx.output(0, 1 if saves == "both" else 0) if saves in ("result", "both") else None
         p0, p1 = ctx.fp
         dv = d(x, r, p0, p1)
         if hasattr(dv, "dtype") and dv.dtype != grad.dtype:
@@ -275,6 +281,7 @@ log1p = unary(
     low=-0.9,
     high=3.0,
     doc="log(1 + input), exact for small input; derivative 1 / (1 + x).",
+    special=("log1p",),
 )
 expm1 = unary(
     "expm1",
@@ -283,6 +290,7 @@ expm1 = unary(
     saves="result",
     lazy=lambda x, p0, p1: np.expm1(x),
     doc="e^input - 1, exact for small input; derivative e^x.",
+    special=("expm1",),
 )
 sin = unary(
     "sin",
@@ -317,6 +325,7 @@ sigmoid = unary(
     nn_functional=True,
     into=True,
     doc="1 / (1 + e^-input); derivative s(x) (1 - s(x)).",
+    special=("expit",),
 )
 
 
@@ -665,6 +674,7 @@ exp2 = unary(
     saves="result",
     lazy=lambda x, p0, p1: np.exp2(x),
     doc="2^input; derivative 2^x log 2.",
+    special=("exp2",),
 )
 log2 = unary(
     "log2",
@@ -771,6 +781,7 @@ erf = unary(
     into=True,
     lazy=lambda x, p0, p1: _vmath.verf(x),
     doc="The error function of input; derivative 2 / sqrt(pi) e^(-x^2).",
+    special=("erf",),
 )
 erfc = unary(
     "erfc",
@@ -779,6 +790,259 @@ erfc = unary(
     into=True,
     lazy=lambda x, p0, p1: _vmath.verfc(x),
     doc="1 - erf(input); derivative -2 / sqrt(pi) e^(-x^2).",
+    special=("erfc",),
+)
+
+# ---------------------------------------------------------------------------------------------
+# special functions (torch.special): the gamma family computed by compiled loops
+# (kernels/_special.py: Cephes' algorithms, as torch's), the others' forwards by scipy.special;
+# every derivative in the scalar vocabulary
+
+
+@cached(**_vmath.LOOP)
+def _lgamma_into(x, out):
+    for i in range(x.size):
+        out[i] = math.lgamma(np.float64(x[i]))
+
+
+@cached(**_vmath.LOOP)
+def _digamma_into(x, out):
+    for i in range(x.size):
+        out[i] = _special.digamma(np.float64(x[i]))
+
+
+@cached(**_vmath.LOOP)
+def _polygamma_into(x, out, n):
+    for i in range(x.size):
+        out[i] = _special.polygamma(n, np.float64(x[i]))
+
+
+lgamma = unary(
+    "lgamma",
+    _lgamma_into,
+    lambda x, r, p0, p1: m.digamma(x),
+    into=True,
+    lazy=lambda x, p0, p1: math.lgamma(x),
+    special=("gammaln",),
+    low=0.2,
+    high=4.0,
+    doc="log |Gamma(input)|; derivative digamma(x).",
+)
+digamma = unary(
+    "digamma",
+    _digamma_into,
+    lambda x, r, p0, p1: m.polygamma(1.0, x),
+    into=True,
+    lazy=lambda x, p0, p1: _special.digamma(x),
+    special=("digamma", "psi"),
+    low=0.2,
+    high=4.0,
+    doc="d/dx log Gamma(input), -inf at 0 and NaN at the negative integers; derivative "
+    "polygamma(1, x).",
+)
+
+
+def _polygamma_forward(x, n):
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool):
+        raise TypeError(f"polygamma(): argument 'n' must be int, not {type(n).__name__}")
+    if n < 0:
+        raise RuntimeError("polygamma(n, x) does not support negative n.")
+    k = float(n)
+    result = elementwise(lambda xf, out: _polygamma_into(xf, out, k), x, into=True)
+    return result, (x,), (result.size,), (k, 0.0)
+
+
+def _polygamma_api(apply, n, input):  # noqa: A002  (torch's argument names)
+    # ng.polygamma(n, input), and the method input.polygamma(n) (its operands the other way)
+    if not isinstance(n, numbers.Integral) and isinstance(input, numbers.Integral):
+        n, input = input, n
+    return apply(polygamma, input, n=n)
+
+
+polygamma = unary(
+    "polygamma",
+    _polygamma_forward,
+    lambda x, r, p0, p1: m.polygamma(p0 + 1.0, x),
+    params="own",
+    api=_polygamma_api,
+    special=("polygamma",),
+    cases=[
+        Case(((3, 4),), {"n": 1}, low=0.2, high=4.0),
+        Case(((5,),), {"n": 3}, low=0.5, high=4.0),
+        Case(((),), {"n": 0}, low=0.5, high=4.0),
+    ],
+    doc="The n-th derivative of digamma at input; its derivative polygamma(n + 1, x).\n"
+    "n: (int) the order of the derivative, n >= 0.",
+)
+
+
+def _scipy(f):
+    """An eager forward from a scipy.special ufunc, in the input's dtype."""
+    return lambda x: f(x).astype(x.dtype, copy=False)
+
+
+erfinv = unary(
+    "erfinv",
+    _scipy(scipy.special.erfinv),
+    lambda x, r, p0, p1: _SQRT_PI_OVER_2 * m.exp(r * r),
+    saves="result",
+    special=("erfinv",),
+    low=-0.9,
+    high=0.9,
+    doc="The inverse of erf: y with erf(y) = input, for -1 <= input <= 1; derivative "
+    "sqrt(pi) / 2 e^(y^2).",
+)
+
+
+def _logit(x, eps=None):
+    z = x if eps is None else np.clip(x, x.dtype.type(eps), x.dtype.type(1.0 - eps))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        result = np.log(z / (1 - z))
+    # p0: eps, -1 without (torch's logit_backward: a zero gradient outside [eps, 1 - eps])
+    return result, (x,), (result.size,), (-1.0 if eps is None else float(eps), 0.0)
+
+
+logit = unary(
+    "logit",
+    _logit,
+    lambda x, r, p0, p1: m.where(
+        p0 >= 0.0,
+        m.where(x < p0, 0.0, m.where(x > 1.0 - p0, 0.0, 1.0 / (x * (1.0 - x)))),
+        1.0 / (x * (1.0 - x)),
+    ),
+    select=True,
+    params="own",
+    special=("logit",),
+    cases=[
+        Case(((3, 4),), low=0.05, high=0.95),
+        Case(((6,),), {"eps": 0.2}, low=0.05, high=0.95, gradcheck=False),
+    ],
+    doc="log(p / (1 - p)) of p = input, clamped to [eps, 1 - eps] when eps is given; "
+    "derivative 1 / (p (1 - p)), zero outside [eps, 1 - eps].\n"
+    "eps: (float, optional) the clamp of input. Default: None, no clamp.",
+)
+sinc = unary(
+    "sinc",
+    np.sinc,
+    lambda x, r, p0, p1: m.where(x == 0.0, 0.0, (m.cos(_PI * x) - r) / x),
+    saves="both",
+    special=("sinc",),
+    doc="sin(pi input) / (pi input), 1 at 0; derivative (cos(pi x) - sinc(x)) / x, 0 at 0.",
+)
+entr = unary(
+    "entr",
+    _scipy(scipy.special.entr),
+    lambda x, r, p0, p1: -(1.0 + m.log(x)),
+    methods=(),
+    functions=(),
+    special=("entr",),
+    low=0.1,
+    high=3.0,
+    doc="-input log(input) for input > 0, 0 at 0, -inf below; derivative -(1 + log x).",
+)
+erfcx = unary(
+    "erfcx",
+    _scipy(scipy.special.erfcx),
+    lambda x, r, p0, p1: 2.0 * x * r - _TWO_OVER_SQRT_PI,
+    saves="both",
+    methods=(),
+    functions=(),
+    special=("erfcx",),
+    doc="e^(input^2) erfc(input), without overflow; derivative 2 x erfcx(x) - 2 / sqrt(pi).",
+)
+ndtr = unary(
+    "ndtr",
+    _scipy(scipy.special.ndtr),
+    lambda x, r, p0, p1: _INV_SQRT_2PI * m.exp(-0.5 * x * x),
+    methods=(),
+    functions=(),
+    special=("ndtr",),
+    doc="The standard normal distribution function at input; derivative e^(-x^2 / 2) / sqrt(2 pi).",
+)
+log_ndtr = unary(
+    "log_ndtr",
+    _scipy(scipy.special.log_ndtr),
+    lambda x, r, p0, p1: _INV_SQRT_2PI * m.exp(-0.5 * x * x - r),
+    saves="both",
+    methods=(),
+    functions=(),
+    special=("log_ndtr",),
+    low=-5.0,
+    high=3.0,
+    doc="The logarithm of the standard normal distribution function at input, accurate "
+    "far in the left tail; derivative e^(-x^2 / 2 - log_ndtr(x)) / sqrt(2 pi).",
+)
+ndtri = unary(
+    "ndtri",
+    _scipy(scipy.special.ndtri),
+    lambda x, r, p0, p1: _SQRT_2PI * m.exp(0.5 * r * r),
+    saves="result",
+    methods=(),
+    functions=(),
+    special=("ndtri",),
+    low=0.05,
+    high=0.95,
+    doc="The inverse of ndtr: the standard normal quantile of input; derivative "
+    "sqrt(2 pi) e^(y^2 / 2).",
+)
+
+
+def _bessel_into(nu, scaled):
+    # out = I_nu(x) (scaled: I_nu(x) e^-|x|), both 1-D
+    def f(x, out):
+        for i in range(x.size):
+            v = np.float64(x[i])
+            out[i] = _special.bessel_ie(nu, v) if scaled else _special.bessel_i(nu, v)
+
+    f.__name__ = f.__qualname__ = f"_bessel_{'ie' if scaled else 'i'}{int(nu)}_into"
+    return cached(**_vmath.LOOP)(f)
+
+
+i0 = unary(
+    "i0",
+    _bessel_into(0.0, False),
+    lambda x, r, p0, p1: m.i1(x),
+    into=True,
+    special=("i0",),
+    doc="The modified Bessel function of the first kind of order 0, I_0(input); derivative I_1(x).",
+)
+i0e = unary(
+    "i0e",
+    _bessel_into(0.0, True),
+    lambda x, r, p0, p1: m.i1e(x) - m.where(x > 0.0, r, m.where(x < 0.0, -r, 0.0)),
+    saves="both",
+    into=True,
+    methods=(),
+    functions=(),
+    special=("i0e",),
+    doc="I_0(input) e^-|input|; derivative i1e(x) - sgn(x) i0e(x).",
+)
+i1 = unary(
+    "i1",
+    _bessel_into(1.0, False),
+    lambda x, r, p0, p1: m.where(abs(x) > _EPS, m.i0(x) - r / m.where(abs(x) > _EPS, x, _EPS), 0.5),
+    saves="both",
+    into=True,
+    methods=(),
+    functions=(),
+    special=("i1",),
+    doc="The modified Bessel function of the first kind of order 1, I_1(input); derivative "
+    "I_0(x) - I_1(x) / x (1/2 at 0).",
+)
+i1e = unary(
+    "i1e",
+    _bessel_into(1.0, True),
+    lambda x, r, p0, p1: m.where(
+        abs(x) > _EPS,
+        m.i0e(x) - r * (m.where(x > 0.0, 1.0, -1.0) + 1.0 / m.where(abs(x) > _EPS, x, _EPS)),
+        0.5,
+    ),
+    saves="both",
+    into=True,
+    methods=(),
+    functions=(),
+    special=("i1e",),
+    doc="I_1(input) e^-|input|; derivative i0e(x) - i1e(x) (sgn(x) + 1 / x) (1/2 at 0).",
 )
 
 
@@ -954,6 +1218,7 @@ round_ = unary(
     int_ok=True,
     cases=[Case(((3, 4),), low=-3, high=3), Case(((5,),), {"decimals": 2}, low=-3, high=3)],
     doc="input rounded to decimals places, half to even; zero gradient.",
+    special=("round",),
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -1087,6 +1352,72 @@ remainder = _binary_op(
     int_ok=True,
     cases=[Case(((3, 4), (4,)), low=0.6, high=1.9), Case(((3, 4), 0.7), low=-1.9, high=1.9)],
     doc="The remainder of input / other with the sign of other (Python's %).",
+)
+
+
+def _xlog(log):
+    """x log(y) (``log`` of y: log or log1p), 0 where x = 0 unless y is NaN (torch)."""
+
+    def f(x, y):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            r = x * log(y)
+        r = np.where(x == 0, np.zeros_like(r), r)
+        return np.where(np.isnan(y), y, r).astype(r.dtype, copy=False)
+
+    return f
+
+
+@numba.njit(error_model="numpy")
+def _p_xlogy(x, y):
+    # d/dx log(y), 0 where x = 0 and y <= 0 (torch's mask); d/dy x / y
+    dx = 0.0 if x == 0.0 and y <= 0.0 else math.log(y)
+    return dx, x / y
+
+
+@numba.njit(error_model="numpy")
+def _p_xlog1py(x, y):
+    dx = 0.0 if x == 0.0 and y <= -1.0 else math.log1p(y)
+    return dx, x / (1.0 + y)
+
+
+def _xlog_partials(log, low, dy):
+    """xlogy's and xlog1py's partials on tensors (``low``: where log's argument is <= 0)."""
+
+    def partials(ctx, x, y):
+        stop = ctx.constant((x._data == 0) & (y._data <= low)).bool()
+        return ctx.ng.where(stop, 0.0, log(y)), dy(x, y)
+
+    return partials
+
+
+_XLOG_CASES = [
+    Case(((3, 4), (3, 4)), low=0.1, high=2.0),
+    Case(((3, 4), (4,)), low=0.1, high=2.0),
+    Case(((), (3,)), low=0.1, high=2.0),
+    Case(((2, 3), 1.5), low=0.1, high=2.0),
+    Case((1.5, (2, 3)), low=0.1, high=2.0),
+]
+xlogy = _binary_op(
+    "xlogy",
+    _xlog(np.log),
+    _p_xlogy,
+    formula=broadcast_formula(_xlog_partials(lambda y: y.log(), 0.0, lambda x, y: x / y)),
+    methods=("xlogy",),
+    special=("xlogy",),
+    cases=_XLOG_CASES,
+    doc="input log(other), 0 where input is 0 (unless other is NaN).",
+)
+xlog1py = _binary_op(
+    "xlog1py",
+    _xlog(np.log1p),
+    _p_xlog1py,
+    formula=broadcast_formula(
+        _xlog_partials(lambda y: y.log1p(), -1.0, lambda x, y: x / (1.0 + y))
+    ),
+    functions=(),
+    special=("xlog1py",),
+    cases=_XLOG_CASES,
+    doc="input log(1 + other), 0 where input is 0 (unless other is NaN).",
 )
 
 # ---------------------------------------------------------------------------------------------

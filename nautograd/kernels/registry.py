@@ -56,6 +56,7 @@ class Op:
     functions: tuple = None  # names under ng.<name>; default (name,)
     nn_functional: bool = False  # also under ng.nn.functional
     linalg: tuple = ()  # names under ng.linalg
+    special: tuple = ()  # names under ng.special
     differentiable: bool = True
     int_result: bool = False  # result dtype is not floating (comparisons)
     int_ok: bool = False  # integer/bool inputs stay integer (add, sum, shape ops); else promoted

@@ -19,13 +19,14 @@ import numba
 import numpy as np
 from numba.extending import overload
 
-from . import _vmath
+from . import _special, _vmath
 
 _TENSOR = {}  # name -> its implementation on tensors (bind)
 
 
 def bind(**implementations):
-    """Give the vocabulary the Tensor layer's ``where(condition, a, b)``."""
+    """Give the vocabulary the Tensor layer's ``where(condition, a, b)`` and the special
+    functions that are no Tensor methods (``i1``, ``i0e``, ``i1e``)."""
     _TENSOR.update(implementations)
 
 
@@ -72,6 +73,39 @@ tanh = _function("tanh", np.tanh, lambda x: _vmath.vtanh(x))
 erf = _function("erf", math.erf, lambda x: math.erf(x))
 sigmoid = _function("sigmoid", _np_sigmoid, lambda x: _sigmoid(x))
 isfinite = _function("isfinite", np.isfinite, lambda x: math.isfinite(x))
+digamma = _function("digamma", _special.digamma, lambda x: _special.digamma(x))
+
+
+def _bound(name, compiled):
+    """A vocabulary function without a Tensor method of its name (torch.special's i1): on
+    tensors the function the Tensor layer binds (``bind``)."""
+
+    def fn(x):
+        if _is_number(x):
+            return float(compiled(float(x)))
+        return _TENSOR[name](x)
+
+    fn.__name__ = fn.__qualname__ = name
+    overload(fn, inline="always")(lambda x: lambda x: compiled(x))
+    return fn
+
+
+i0 = _function("i0", lambda x: _special.bessel_i(0.0, x), lambda x: _special.bessel_i(0.0, x))
+i1 = _bound("i1", numba.njit(inline="always")(lambda x: _special.bessel_i(1.0, x)))
+i0e = _bound("i0e", numba.njit(inline="always")(lambda x: _special.bessel_ie(0.0, x)))
+i1e = _bound("i1e", numba.njit(inline="always")(lambda x: _special.bessel_ie(1.0, x)))
+
+
+def polygamma(n, x):
+    """The n-th derivative of digamma (``n`` a number: the op's attribute)."""
+    if _is_number(x):
+        return float(_special.polygamma(float(n), float(x)))
+    return x.polygamma(int(n))
+
+
+@overload(polygamma, inline="always")
+def _polygamma(n, x):
+    return lambda n, x: _special.polygamma(n, x)
 
 
 def where(condition, a, b):

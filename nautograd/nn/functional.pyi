@@ -319,7 +319,7 @@ def relu(input, *, inplace=False) -> Any:
 def sigmoid(input) -> Any:
     """1 / (1 + e^-input); derivative s(x) (1 - s(x)).
 
-    As ``torch.sigmoid``, ``torch.nn.functional.sigmoid``, ``Tensor.sigmoid``; backward node ``SigmoidBackward0``.
+    As ``torch.sigmoid``, ``torch.nn.functional.sigmoid``, ``torch.special.expit``, ``Tensor.sigmoid``; backward node ``SigmoidBackward0``.
 
     Args:
         input (Tensor): the input.
