@@ -38,6 +38,31 @@ class _GreaterThan(Constraint):
         return f"GreaterThan(lower_bound={self.lower_bound})"
 
 
+class _GreaterThanEq(_GreaterThan):
+    def check(self, value):
+        return value >= self.lower_bound
+
+    def __repr__(self):
+        return f"GreaterThanEq(lower_bound={self.lower_bound})"
+
+
+class _IndependentConstraint(Constraint):
+    """``base`` with its ``reinterpreted_batch_ndims`` rightmost dims checked as one value."""
+
+    def __init__(self, base, reinterpreted_batch_ndims):
+        self.base_constraint = base
+        self.reinterpreted_batch_ndims = reinterpreted_batch_ndims
+        self.event_dim = base.event_dim + reinterpreted_batch_ndims
+
+    def check(self, value):
+        valid = self.base_constraint.check(value)
+        n = self.reinterpreted_batch_ndims
+        return np.all(valid, axis=tuple(range(-n, 0))) if n else valid
+
+    def __repr__(self):
+        return f"IndependentConstraint({self.base_constraint!r}, {self.reinterpreted_batch_ndims})"
+
+
 class _Interval(Constraint):
     def __init__(self, lower_bound, upper_bound):
         self.lower_bound = lower_bound
@@ -99,6 +124,7 @@ class _PositiveDefinite(Constraint):
 real = _Real()
 boolean = _Boolean()
 positive = _GreaterThan(0.0)
+nonnegative = _GreaterThanEq(0.0)
 unit_interval = _Interval(0.0, 1.0)
 simplex = _Simplex()
 real_vector = _RealVector()
@@ -123,3 +149,8 @@ class _Dependent(Constraint):
 
     def check(self, value):
         raise ValueError("Cannot determine validity of dependent constraint")
+
+
+def independent(base_constraint, reinterpreted_batch_ndims):
+    """``base_constraint`` over the ``reinterpreted_batch_ndims`` rightmost dims at once."""
+    return _IndependentConstraint(base_constraint, reinterpreted_batch_ndims)
