@@ -40,6 +40,7 @@ from .creation import (  # noqa: E402
     CharTensor,
     DoubleTensor,
     FloatTensor,
+    Generator,
     HalfTensor,
     IntTensor,
     LongTensor,

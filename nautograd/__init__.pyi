@@ -346,18 +346,18 @@ def atanh(input) -> Any:
         input (Tensor): the input.
     """
 
-def bmm(input, other) -> Any:
+def bmm(input, mat2) -> Any:
     """The products of two batches of matrices, (b, n, m) @ (b, m, p).
 
     As ``torch.bmm``, ``Tensor.bmm``; backward node ``BmmBackward0``.
 
     Args:
         input (Tensor): the input.
-        other (Tensor or number): the second operand, broadcast against input.
+        mat2 (Tensor): the second matrix (or batch of matrices).
     """
 
 def broadcast_to(input, size) -> Any:
-    """input broadcast to size, as expand.
+    """input broadcast to size, as expand (torch documents it as shape, and takes size).
 
     As ``torch.broadcast_to``, ``Tensor.broadcast_to``; backward node ``BroadcastToBackward0``.
 
@@ -366,10 +366,10 @@ def broadcast_to(input, size) -> Any:
         size (int or tuple of int): the sizes of the result's dimensions (or of the window).
     """
 
-def cat(tensors, *, dim=0) -> Any:
+def cat(tensors, dim=0) -> Any:
     """tensors joined along the existing dimension dim.
 
-    As ``torch.cat``, ``torch.concat``, ``torch.concatenate``; backward node ``CatBackward0``.
+    As ``torch.cat``, ``torch.concat``; backward node ``CatBackward0``.
 
     Args:
         tensors (sequence of Tensor): the tensors to join; same shape but along dim.
@@ -385,13 +385,14 @@ def ceil(input) -> Any:
         input (Tensor): the input.
     """
 
-def cholesky(input) -> Any:
-    """The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T.
+def cholesky(input, *, upper=None) -> Any:
+    """The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T (upper=True: U = L^T).
 
     As ``torch.cholesky``, ``torch.linalg.cholesky``, ``Tensor.cholesky``; backward node ``LinalgCholeskyExBackward0``.
 
     Args:
         input (Tensor): the input.
+        upper (bool): the upper factor (or triangle) instead of the lower.
     """
 
 def cholesky_solve(input, input2, upper=False) -> Any:
@@ -447,24 +448,24 @@ def clone(input) -> Any:
         input (Tensor): the input.
     """
 
-def concat(tensors, *, dim=0) -> Any:
+def concat(tensors, dim=0) -> Any:
     """tensors joined along the existing dimension dim.
 
-    As ``torch.cat``, ``torch.concat``, ``torch.concatenate``; backward node ``CatBackward0``.
+    As ``torch.cat``, ``torch.concat``; backward node ``CatBackward0``.
 
     Args:
         tensors (sequence of Tensor): the tensors to join; same shape but along dim.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
     """
 
-def concatenate(tensors, *, dim=0) -> Any:
-    """tensors joined along the existing dimension dim.
+def concatenate(tensors, axis=0) -> Any:
+    """tensors joined along the existing dimension axis (cat).
 
-    As ``torch.cat``, ``torch.concat``, ``torch.concatenate``; backward node ``CatBackward0``.
+    As ``torch.concatenate``; its gradient is that of the ops it is written with.
 
     Args:
-        tensors (sequence of Tensor): the tensors to join; same shape but along dim.
-        dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        tensors (sequence of Tensor): the tensors to join.
+        axis (int): the dimension. Default: 0.
     """
 
 def cos(input) -> Any:
@@ -495,7 +496,7 @@ def count_nonzero(input, dim=None) -> Any:
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
     """
 
-def cumprod(input, dim) -> Any:
+def cumprod(input, dim, *, dtype=None) -> Any:
     """The running product of input along dim.
 
     As ``torch.cumprod``, ``Tensor.cumprod``; backward node ``CumprodBackward0``.
@@ -503,9 +504,10 @@ def cumprod(input, dim) -> Any:
     Args:
         input (Tensor): the input.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
     """
 
-def cumsum(input, dim) -> Any:
+def cumsum(input, dim, *, dtype=None) -> Any:
     """The running sum of input along dim.
 
     As ``torch.cumsum``, ``Tensor.cumsum``; backward node ``CumsumBackward0``.
@@ -513,6 +515,7 @@ def cumsum(input, dim) -> Any:
     Args:
         input (Tensor): the input.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
     """
 
 def det(input) -> Any:
@@ -555,7 +558,7 @@ def digamma(input) -> Any:
         input (Tensor): the input.
     """
 
-def div(input, other) -> Any:
+def div(input, other, *, rounding_mode=None) -> Any:
     """Elementwise true division input / other, broadcast.
 
     As ``torch.div``, ``torch.divide``, ``torch.true_divide``, ``Tensor.div``, ``Tensor.divide``, ``Tensor.true_divide``; backward node ``DivBackward0``.
@@ -563,9 +566,10 @@ def div(input, other) -> Any:
     Args:
         input (Tensor): the input.
         other (Tensor or number): the second operand, broadcast against input.
+        rounding_mode (str, optional): None: true division; 'trunc' rounds the quotient toward zero, 'floor' down (no gradient then, as torch).
     """
 
-def divide(input, other) -> Any:
+def divide(input, other, *, rounding_mode=None) -> Any:
     """Elementwise true division input / other, broadcast.
 
     As ``torch.div``, ``torch.divide``, ``torch.true_divide``, ``Tensor.div``, ``Tensor.divide``, ``Tensor.true_divide``; backward node ``DivBackward0``.
@@ -573,16 +577,17 @@ def divide(input, other) -> Any:
     Args:
         input (Tensor): the input.
         other (Tensor or number): the second operand, broadcast against input.
+        rounding_mode (str, optional): None: true division; 'trunc' rounds the quotient toward zero, 'floor' down (no gradient then, as torch).
     """
 
-def dot(input, other) -> Any:
+def dot(input, tensor) -> Any:
     """The inner product of two vectors.
 
     As ``torch.dot``, ``Tensor.dot``; backward node ``DotBackward0``.
 
     Args:
         input (Tensor): the input.
-        other (Tensor or number): the second operand, broadcast against input.
+        tensor (Tensor): the input.
     """
 
 def einsum(equation, *operands) -> Any:
@@ -708,6 +713,16 @@ def floor(input) -> Any:
         input (Tensor): the input.
     """
 
+def floor_divide(input, other) -> Any:
+    """The quotient input / other rounded down (Python's //); zero gradient.
+
+    As ``torch.floor_divide``, ``Tensor.floor_divide``; backward node ``DivBackward2``.
+
+    Args:
+        input (Tensor): the input.
+        other (Tensor or number): the second operand, broadcast against input.
+    """
+
 def fmod(input, other) -> Any:
     """The remainder of input / other with the sign of input (C's fmod).
 
@@ -718,7 +733,7 @@ def fmod(input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
-def gather(input, dim, index) -> Any:
+def gather(input, dim, index, *, sparse_grad=None) -> Any:
     """``result[i][j] = input[index[i][j]][j]`` for dim=0, and likewise along any dim.
 
     As ``torch.gather``, ``Tensor.gather``; backward node ``GatherBackward0``.
@@ -727,6 +742,7 @@ def gather(input, dim, index) -> Any:
         input (Tensor): the input.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
         index (Tensor of int64, or int): the positions to take or to write.
+        sparse_grad (bool): False only: nautograd's gradients are dense.
     """
 
 def ge(input, other) -> Any:
@@ -749,14 +765,14 @@ def gelu(input, approximate='none') -> Any:
         approximate (str): 'none' (the exact CDF) or 'tanh'. Default: 'none'.
     """
 
-def ger(input, other) -> Any:
+def ger(input, vec2) -> Any:
     """The outer product of two vectors, result[i, j] = input[i] * other[j].
 
     As ``torch.outer``, ``torch.ger``, ``Tensor.outer``, ``Tensor.ger``; backward node ``OuterBackward0``.
 
     Args:
         input (Tensor): the input.
-        other (Tensor or number): the second operand, broadcast against input.
+        vec2 (Tensor): the second vector.
     """
 
 def gt(input, other) -> Any:
@@ -940,7 +956,7 @@ def log2(input) -> Any:
         input (Tensor): the input.
     """
 
-def log_softmax(input, dim) -> Any:
+def log_softmax(input, dim, *, dtype=None) -> Any:
     """input - logsumexp(input) along dim.
 
     As ``torch.log_softmax``, ``torch.nn.functional.log_softmax``, ``Tensor.log_softmax``; backward node ``LogSoftmaxBackward0``.
@@ -948,6 +964,7 @@ def log_softmax(input, dim) -> Any:
     Args:
         input (Tensor): the input.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
     """
 
 def logaddexp(input, other) -> Any:
@@ -1082,7 +1099,7 @@ def maximum(input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
-def mean(input, dim=None, keepdim=False) -> Any:
+def mean(input, dim=None, keepdim=False, *, dtype=None) -> Any:
     """The mean of input over dim (every element when dim is None).
 
     As ``torch.mean``, ``Tensor.mean``; backward node ``MeanBackward0``.
@@ -1091,6 +1108,7 @@ def mean(input, dim=None, keepdim=False) -> Any:
         input (Tensor): the input.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
         keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
     """
 
 def min(input, dim=None, keepdim=False) -> Any:
@@ -1114,14 +1132,14 @@ def minimum(input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
-def mm(input, other) -> Any:
+def mm(input, mat2) -> Any:
     """The product of two matrices.
 
     As ``torch.mm``, ``Tensor.mm``; backward node ``MmBackward0``.
 
     Args:
         input (Tensor): the input.
-        other (Tensor or number): the second operand, broadcast against input.
+        mat2 (Tensor): the second matrix (or batch of matrices).
     """
 
 def moveaxis(input, source, destination) -> Any:
@@ -1166,14 +1184,14 @@ def multiply(input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
-def mv(input, other) -> Any:
+def mv(input, vec) -> Any:
     """The product of a matrix and a vector.
 
     As ``torch.mv``, ``Tensor.mv``; backward node ``MvBackward0``.
 
     Args:
         input (Tensor): the input.
-        other (Tensor or number): the second operand, broadcast against input.
+        vec (Tensor): the vector.
     """
 
 def mvlgamma(input, p) -> Any:
@@ -1241,14 +1259,14 @@ def norm(input, p='fro', dim=None, keepdim=False) -> Any:
         keepdim (bool): keep the reduced dimensions with size 1. Default: False.
     """
 
-def outer(input, other) -> Any:
+def outer(input, vec2) -> Any:
     """The outer product of two vectors, result[i, j] = input[i] * other[j].
 
     As ``torch.outer``, ``torch.ger``, ``Tensor.outer``, ``Tensor.ger``; backward node ``OuterBackward0``.
 
     Args:
         input (Tensor): the input.
-        other (Tensor or number): the second operand, broadcast against input.
+        vec2 (Tensor): the second vector.
     """
 
 def permute(input, *dims) -> Any:
@@ -1281,7 +1299,7 @@ def pow(input, exponent) -> Any:
         exponent (Tensor or number): the power.
     """
 
-def prod(input, dim=None, keepdim=False) -> Any:
+def prod(input, dim=None, keepdim=False, *, dtype=None) -> Any:
     """The product of input over dim (every element when dim is None); the gradient is exact at zeros.
 
     As ``torch.prod``, ``Tensor.prod``; backward node ``ProdBackward0``.
@@ -1290,6 +1308,7 @@ def prod(input, dim=None, keepdim=False) -> Any:
         input (Tensor): the input.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
         keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
     """
 
 def reciprocal(input) -> Any:
@@ -1446,16 +1465,16 @@ def sinh(input) -> Any:
         input (Tensor): the input.
     """
 
-def slogdet(A) -> Any:
+def slogdet(input) -> Any:
     """The sign and the log of the absolute value of the determinant, as the named tuple (sign, logabsdet).
 
     As ``torch.slogdet``, ``torch.linalg.slogdet``, ``Tensor.slogdet``; its gradient is that of the ops it is written with.
 
     Args:
-        A (Tensor): a square matrix or a batch of them.
+        input (Tensor): the input.
     """
 
-def softmax(input, dim) -> Any:
+def softmax(input, dim, *, dtype=None) -> Any:
     """exp(input) / sum(exp(input)) along dim, computed without overflow.
 
     As ``torch.softmax``, ``torch.nn.functional.softmax``, ``Tensor.softmax``; backward node ``SoftmaxBackward0``.
@@ -1463,6 +1482,7 @@ def softmax(input, dim) -> Any:
     Args:
         input (Tensor): the input.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
     """
 
 def softplus(input, beta=1.0, threshold=20.0) -> Any:
@@ -1515,7 +1535,7 @@ def squeeze(input, dim=None) -> Any:
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
     """
 
-def stack(tensors, *, dim=0) -> Any:
+def stack(tensors, dim=0) -> Any:
     """tensors joined along a new dimension dim.
 
     As ``torch.stack``; backward node ``StackBackward0``.
@@ -1559,7 +1579,7 @@ def subtract(input, other, alpha=1) -> Any:
         alpha (number): the multiplier of other. Default: 1.
     """
 
-def sum(input, dim=None, keepdim=False) -> Any:
+def sum(input, dim=None, keepdim=False, *, dtype=None) -> Any:
     """The sum of input over dim (every element when dim is None).
 
     As ``torch.sum``, ``Tensor.sum``; backward node ``SumBackward0``.
@@ -1568,12 +1588,24 @@ def sum(input, dim=None, keepdim=False) -> Any:
         input (Tensor): the input.
         dim (int or tuple of int, optional): the dimension(s) to work along; negative counts from the end.
         keepdim (bool): keep the reduced dimensions with size 1. Default: False.
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
     """
 
-def swapaxes(input, dim0, dim1) -> Any:
+def swapaxes(input, axis0, axis1) -> Any:
+    """A view of input with dimensions axis0 and axis1 swapped (transpose).
+
+    As ``torch.swapaxes``, ``Tensor.swapaxes``; its gradient is that of the ops it is written with.
+
+    Args:
+        input (Tensor): the input.
+        axis0 (int): a dimension.
+        axis1 (int): the other dimension.
+    """
+
+def swapdims(input, dim0, dim1) -> Any:
     """A view of input with dimensions dim0 and dim1 swapped.
 
-    As ``torch.transpose``, ``torch.swapaxes``, ``Tensor.transpose``, ``Tensor.swapaxes``; backward node ``TransposeBackward0``.
+    As ``torch.transpose``, ``torch.swapdims``, ``Tensor.transpose``, ``Tensor.swapdims``; backward node ``TransposeBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -1641,7 +1673,7 @@ def trace(input) -> Any:
 def transpose(input, dim0, dim1) -> Any:
     """A view of input with dimensions dim0 and dim1 swapped.
 
-    As ``torch.transpose``, ``torch.swapaxes``, ``Tensor.transpose``, ``Tensor.swapaxes``; backward node ``TransposeBackward0``.
+    As ``torch.transpose``, ``torch.swapdims``, ``Tensor.transpose``, ``Tensor.swapdims``; backward node ``TransposeBackward0``.
 
     Args:
         input (Tensor): the input.
@@ -1669,7 +1701,7 @@ def triu(input, diagonal=0) -> Any:
         diagonal (int): which diagonal: 0 the main one, > 0 above, < 0 below. Default: 0.
     """
 
-def true_divide(input, other) -> Any:
+def true_divide(input, other, *, rounding_mode=None) -> Any:
     """Elementwise true division input / other, broadcast.
 
     As ``torch.div``, ``torch.divide``, ``torch.true_divide``, ``Tensor.div``, ``Tensor.divide``, ``Tensor.true_divide``; backward node ``DivBackward0``.
@@ -1677,6 +1709,7 @@ def true_divide(input, other) -> Any:
     Args:
         input (Tensor): the input.
         other (Tensor or number): the second operand, broadcast against input.
+        rounding_mode (str, optional): None: true division; 'trunc' rounds the quotient toward zero, 'floor' down (no gradient then, as torch).
     """
 
 def trunc(input) -> Any:
@@ -1752,4 +1785,4 @@ def xlogy(input, other) -> Any:
         other (Tensor or number): the second operand, broadcast against input.
     """
 
-__all__ = ['BoolTensor', 'ByteTensor', 'CharTensor', 'DoubleTensor', 'FloatTensor', 'HalfTensor', 'IntTensor', 'LongTensor', 'ShortTensor', 'Size', 'Tensor', 'abs', 'acos', 'acosh', 'add', 'addcdiv', 'addcmul', 'all', 'allclose', 'amax', 'amin', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'argmax', 'argmin', 'as_tensor', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'autograd', 'bmm', 'bool', 'bool_', 'broadcast_to', 'cat', 'ceil', 'cholesky', 'cholesky_solve', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'concatenate', 'cos', 'cosh', 'count_nonzero', 'cuda', 'cumprod', 'cumsum', 'det', 'device', 'diag', 'diagonal', 'digamma', 'distributions', 'div', 'divide', 'dot', 'double', 'e', 'einsum', 'elu', 'empty', 'empty_like', 'enable_grad', 'eq', 'equal', 'erf', 'erfc', 'erfinv', 'exp', 'exp2', 'expm1', 'eye', 'finfo', 'fix', 'flatten', 'flip', 'float', 'float16', 'float32', 'float64', 'floor', 'fmod', 'from_numpy', 'full', 'full_like', 'func', 'gather', 'ge', 'gelu', 'ger', 'get_default_dtype', 'get_num_threads', 'gt', 'half', 'hardtanh', 'hypot', 'i0', 'iinfo', 'index_select', 'inf', 'inference_mode', 'int', 'int16', 'int32', 'int64', 'int8', 'inverse', 'is_anomaly_check_nan_enabled', 'is_anomaly_enabled', 'is_floating_point', 'is_grad_enabled', 'is_inference', 'is_inference_mode_enabled', 'is_tensor', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'le', 'leaky_relu', 'lerp', 'lgamma', 'library', 'linalg', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logit', 'logsumexp', 'long', 'lt', 'manual_seed', 'masked_fill', 'matmul', 'max', 'maximum', 'mean', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'mul', 'multiply', 'mv', 'mvlgamma', 'nan', 'nan_to_num', 'narrow', 'ne', 'neg', 'nn', 'no_grad', 'norm', 'numel', 'ones', 'ones_like', 'optim', 'outer', 'permute', 'pi', 'polygamma', 'pow', 'prod', 'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'reciprocal', 'relu', 'remainder', 'reshape', 'roll', 'round', 'rsqrt', 'scatter_add', 'select', 'set_default_dtype', 'set_grad_enabled', 'set_num_threads', 'sigmoid', 'sign', 'signbit', 'silu', 'sin', 'sinc', 'sinh', 'slogdet', 'softmax', 'softplus', 'special', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'subtract', 'sum', 'swapaxes', 't', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_apply', 'tile', 'trace', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'uint8', 'unbind', 'unflatten', 'unsqueeze', 'utils', 'var', 'where', 'xlogy', 'zeros', 'zeros_like']
+__all__ = ['BoolTensor', 'ByteTensor', 'CharTensor', 'DoubleTensor', 'FloatTensor', 'Generator', 'HalfTensor', 'IntTensor', 'LongTensor', 'ShortTensor', 'Size', 'Tensor', 'abs', 'acos', 'acosh', 'add', 'addcdiv', 'addcmul', 'all', 'allclose', 'amax', 'amin', 'any', 'arange', 'arccos', 'arccosh', 'arcsin', 'arcsinh', 'arctan', 'arctan2', 'arctanh', 'argmax', 'argmin', 'as_tensor', 'asin', 'asinh', 'atan', 'atan2', 'atanh', 'autograd', 'bmm', 'bool', 'bool_', 'broadcast_to', 'cat', 'ceil', 'cholesky', 'cholesky_solve', 'chunk', 'clamp', 'clip', 'clone', 'concat', 'concatenate', 'cos', 'cosh', 'count_nonzero', 'cuda', 'cumprod', 'cumsum', 'det', 'device', 'diag', 'diagonal', 'digamma', 'distributions', 'div', 'divide', 'dot', 'double', 'e', 'einsum', 'elu', 'empty', 'empty_like', 'enable_grad', 'eq', 'equal', 'erf', 'erfc', 'erfinv', 'exp', 'exp2', 'expm1', 'eye', 'finfo', 'fix', 'flatten', 'flip', 'float', 'float16', 'float32', 'float64', 'floor', 'floor_divide', 'fmod', 'from_numpy', 'full', 'full_like', 'func', 'gather', 'ge', 'gelu', 'ger', 'get_default_dtype', 'get_num_threads', 'gt', 'half', 'hardtanh', 'hypot', 'i0', 'iinfo', 'index_select', 'inf', 'inference_mode', 'int', 'int16', 'int32', 'int64', 'int8', 'inverse', 'is_anomaly_check_nan_enabled', 'is_anomaly_enabled', 'is_floating_point', 'is_grad_enabled', 'is_inference', 'is_inference_mode_enabled', 'is_tensor', 'isclose', 'isfinite', 'isinf', 'isnan', 'isneginf', 'isposinf', 'le', 'leaky_relu', 'lerp', 'lgamma', 'library', 'linalg', 'linspace', 'log', 'log10', 'log1p', 'log2', 'log_softmax', 'logaddexp', 'logcumsumexp', 'logical_and', 'logical_not', 'logical_or', 'logical_xor', 'logit', 'logsumexp', 'long', 'lt', 'manual_seed', 'masked_fill', 'matmul', 'max', 'maximum', 'mean', 'min', 'minimum', 'mm', 'moveaxis', 'movedim', 'mul', 'multiply', 'mv', 'mvlgamma', 'nan', 'nan_to_num', 'narrow', 'ne', 'neg', 'nn', 'no_grad', 'norm', 'numel', 'ones', 'ones_like', 'optim', 'outer', 'permute', 'pi', 'polygamma', 'pow', 'prod', 'rand', 'rand_like', 'randint', 'randn', 'randn_like', 'reciprocal', 'relu', 'remainder', 'reshape', 'roll', 'round', 'rsqrt', 'scatter_add', 'select', 'set_default_dtype', 'set_grad_enabled', 'set_num_threads', 'sigmoid', 'sign', 'signbit', 'silu', 'sin', 'sinc', 'sinh', 'slogdet', 'softmax', 'softplus', 'special', 'split', 'sqrt', 'square', 'squeeze', 'stack', 'std', 'sub', 'subtract', 'sum', 'swapaxes', 'swapdims', 't', 'take_along_dim', 'tan', 'tanh', 'tensor', 'tensor_apply', 'tile', 'trace', 'transpose', 'tril', 'triu', 'true_divide', 'trunc', 'uint8', 'unbind', 'unflatten', 'unsqueeze', 'utils', 'var', 'where', 'xlogy', 'zeros', 'zeros_like']

@@ -22,6 +22,56 @@ def generator():
     return _state["rng"]
 
 
+def numpy_generator(g):
+    """The numpy generator behind a ``generator=`` argument: nautograd's own for None, a
+    ``Generator``'s, or a numpy ``Generator`` as it is."""
+    if g is None:
+        return generator()
+    if isinstance(g, Generator):
+        return g._rng
+    if isinstance(g, np.random.Generator):
+        return g
+    raise TypeError(f"generator must be a nautograd.Generator, not {type(g).__name__}")
+
+
+class Generator:
+    """A random number generator of its own (torch.Generator), for ``generator=`` arguments:
+    its draws do not move the global one's (``manual_seed``). CPU only."""
+
+    def __init__(self, device="cpu"):
+        from ._device import device as _device
+
+        self.device = _device(device)
+        if self.device.type != "cpu":
+            raise RuntimeError(f"Device type {self.device.type.upper()} is not supported.")
+        self._seed = int(np.random.SeedSequence().entropy) % (1 << 63)
+        self._rng = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed):
+        """Seed this generator; returns it (as torch's)."""
+        self._seed = int(seed) % (1 << 64)
+        self._rng = np.random.default_rng(self._seed)
+        return self
+
+    def seed(self):
+        """Seed from fresh entropy; returns the seed."""
+        self.manual_seed(int(np.random.SeedSequence().entropy) % (1 << 63))
+        return self._seed
+
+    def initial_seed(self):
+        """The seed this generator was last seeded with."""
+        return self._seed
+
+    def get_state(self):
+        """The generator's state (pass it to ``set_state`` to replay its draws)."""
+        return dict(self._rng.bit_generator.state)
+
+    def set_state(self, new_state):
+        """Restore a state from ``get_state``; returns the generator."""
+        self._rng.bit_generator.state = new_state
+        return self
+
+
 def manual_seed(seed):
     """Seed nautograd's random number generator (rand, randn, randint, dropout)."""
     _state["rng"] = np.random.default_rng(int(seed))

@@ -6,7 +6,11 @@ import numbers
 import numpy as np
 
 from . import _device
-from ._random import generator, manual_seed  # noqa: F401  (manual_seed is public)
+from ._random import (  # noqa: F401  (Generator and manual_seed are public)
+    Generator,
+    manual_seed,
+    numpy_generator,
+)
 from .tensor import (
     _GRAD_DTYPES,
     _INFERENCE,
@@ -146,11 +150,11 @@ def is_inference(input):
     return input.is_inference()
 
 
-def from_numpy(a):
-    """A tensor sharing memory with the numpy array ``a``."""
-    if not isinstance(a, np.ndarray):
-        raise TypeError(f"expected np.ndarray (got {type(a).__name__})")
-    t = _wrap(a)
+def from_numpy(ndarray):
+    """A tensor sharing memory with the numpy array ``ndarray``."""
+    if not isinstance(ndarray, np.ndarray):
+        raise TypeError(f"expected np.ndarray (got {type(ndarray).__name__})")
+    t = _wrap(ndarray)
     _expose(t)
     return t
 
@@ -243,43 +247,49 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return _leaf(np.eye(n, m, dtype=_dt(dtype)), requires_grad)
 
 
-def rand(*size, dtype=None, device=None, requires_grad=False):
-    """Uniform samples on [0, 1) of the given size (seeded by ``manual_seed``)."""
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Uniform samples on [0, 1) of the given size (from ``generator``, or nautograd's own,
+    seeded by ``manual_seed``)."""
     _device.check(device, "rand()")
     dt = _dt(dtype)
-    return _leaf(generator().random(_shape(size)).astype(dt), requires_grad and dt in _GRAD_DTYPES)
+    a = numpy_generator(generator).random(_shape(size)).astype(dt)
+    return _leaf(a, requires_grad and dt in _GRAD_DTYPES)
 
 
-def randn(*size, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples of the given size (seeded by ``manual_seed``)."""
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
+    """Standard normal samples of the given size (from ``generator``, or nautograd's own,
+    seeded by ``manual_seed``)."""
     _device.check(device, "randn()")
     dt = _dt(dtype)
-    return _leaf(generator().standard_normal(_shape(size)).astype(dt), requires_grad)
+    return _leaf(numpy_generator(generator).standard_normal(_shape(size)).astype(dt), requires_grad)
 
 
-def randint(low=0, high=None, size=None, dtype=None, device=None, requires_grad=False):
+def randint(
+    low=0, high=None, size=None, *, generator=None, dtype=None, device=None, requires_grad=False
+):
     """Integers uniform on [``low``, ``high``) of the given size."""
     _device.check(device, "randint()")
     if high is None:
         low, high = 0, low
     if size is None:
         raise TypeError("randint() missing required argument 'size'")
-    a = generator().integers(low, high, size=_shape((size,)), dtype=np.dtype(dtype or np.int64))
+    rng = numpy_generator(generator)
+    a = rng.integers(low, high, size=_shape((size,)), dtype=np.dtype(dtype or np.int64))
     return _leaf(a, requires_grad)
 
 
-def rand_like(input, dtype=None, device=None, requires_grad=False):
+def rand_like(input, *, generator=None, dtype=None, device=None, requires_grad=False):
     """Samples of U(0, 1) in ``input``'s shape and dtype (or ``dtype``)."""
     _device.check(device, "rand_like()")
     shape, dt = _like(input, dtype)
-    return rand(*shape, dtype=dt, requires_grad=requires_grad)
+    return rand(*shape, generator=generator, dtype=dt, requires_grad=requires_grad)
 
 
-def randn_like(input, dtype=None, device=None, requires_grad=False):
+def randn_like(input, *, generator=None, dtype=None, device=None, requires_grad=False):
     """Samples of N(0, 1) in ``input``'s shape and dtype (or ``dtype``)."""
     _device.check(device, "randn_like()")
     shape, dt = _like(input, dtype)
-    return randn(*shape, dtype=dt, requires_grad=requires_grad)
+    return randn(*shape, generator=generator, dtype=dt, requires_grad=requires_grad)
 
 
 def is_tensor(obj):

@@ -4,13 +4,14 @@ from typing import Any
 
 __all__ = ['cholesky', 'det', 'inv', 'slogdet', 'solve', 'solve_triangular', 'vector_norm']
 
-def cholesky(input) -> Any:
-    """The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T.
+def cholesky(input, *, upper=None) -> Any:
+    """The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T (upper=True: U = L^T).
 
     As ``torch.cholesky``, ``torch.linalg.cholesky``, ``Tensor.cholesky``; backward node ``LinalgCholeskyExBackward0``.
 
     Args:
         input (Tensor): the input.
+        upper (bool): the upper factor (or triangle) instead of the lower.
     """
 
 def det(input) -> Any:
@@ -31,13 +32,13 @@ def inv(input) -> Any:
         input (Tensor): the input.
     """
 
-def slogdet(A) -> Any:
+def slogdet(input) -> Any:
     """The sign and the log of the absolute value of the determinant, as the named tuple (sign, logabsdet).
 
     As ``torch.slogdet``, ``torch.linalg.slogdet``, ``Tensor.slogdet``; its gradient is that of the ops it is written with.
 
     Args:
-        A (Tensor): a square matrix or a batch of them.
+        input (Tensor): the input.
     """
 
 def solve(A, B, left=True) -> Any:

@@ -156,6 +156,7 @@ def log_softmax(input, dim=None, dtype=None) -> Any:
     Args:
         input (Tensor): the input.
         dim (int, optional): the dimension to work along (left out: torch's deprecated implicit choice, with its warning).
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
         dtype (dtype, optional): the dtype input is cast to first.
     """
 
@@ -254,6 +255,7 @@ def softmax(input, dim=None, dtype=None) -> Any:
     Args:
         input (Tensor): the input.
         dim (int, optional): the dimension to work along (left out: torch's deprecated implicit choice, with its warning).
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
         dtype (dtype, optional): the dtype input is cast to first.
     """
 

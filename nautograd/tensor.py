@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from . import _device
-from ._random import generator as _generator
+from ._random import numpy_generator as _numpy_generator
 from .autograd.grad_mode import _state as _grad_state
 from .autograd.grad_mode import is_grad_enabled
 from .graph.tape import (
@@ -756,8 +756,8 @@ class Tensor:
 
     def _random_(self, generator, draw):
         """Fill in place with ``draw(generator, shape)`` (nautograd's generator by default,
-        see manual_seed)."""
-        values = draw(_generator() if generator is None else generator, self._data.shape)
+        see manual_seed; a ``Generator``, or a numpy one)."""
+        values = draw(_numpy_generator(generator), self._data.shape)
         if self._check_inplace():
             return _inplace().modify(self, "random", lambda x: _filled(x, _wrap(values)))
         self._data[...] = values
@@ -2555,8 +2555,16 @@ def _frontend(op):
         ][nin:]
 
         first = names[0] if names else None
+        keywords = op.keywords or {}
+        tensor_names = opdocs.signature(op).parameters if nin > 1 else ()
 
         def f(*args, **kwargs):
+            if kwargs:
+                for k in kwargs:
+                    if k in keywords:  # (a keyword with a frontend of its own: Op.keywords)
+                        return keywords[k](apply, *args, **kwargs)
+                if len(args) < nin and tensor_names:  # tensors by torch's names: mm(a, mat2=b)
+                    args = _tensors_by_name(op, tensor_names, args, kwargs)
             if not args and nin == 1 and "input" in kwargs:  # torch's keyword: tanh(input=x)
                 args = (kwargs.pop("input"),)
             if len(args) > nin:
@@ -2583,6 +2591,17 @@ def _frontend(op):
     f.__doc__ = opdocs.docstring(op)
     f.__signature__ = opdocs.signature(op)
     return f
+
+
+def _tensors_by_name(op, names, args, kwargs):
+    """``args`` completed with the tensor arguments given by name in ``kwargs`` (removed
+    from it), in the order of the op's signature ``names``."""
+    args = list(args)
+    for name in list(names)[len(args) : op.nin]:
+        if name not in kwargs:
+            raise TypeError(f"{op.name}() missing required argument '{name}'")
+        args.append(kwargs.pop(name))
+    return tuple(args)
 
 
 def _dunder(op, name, f):

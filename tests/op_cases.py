@@ -56,6 +56,8 @@ TORCH = {
     "_slogdet_sign": lambda a: torch.linalg.slogdet(a).sign,
     "convolution": lambda x, w, **kw: F.conv2d(x, w, **kw),
     "polygamma": lambda x, n: torch.polygamma(n, x),
+    "_div_floor": lambda x, y: torch.div(x, y, rounding_mode="floor"),
+    "_div_trunc": lambda x, y: torch.div(x, y, rounding_mode="trunc"),
     "entr": torch.special.entr,
     "erfcx": torch.special.erfcx,
     "ndtr": torch.special.ndtr,

@@ -476,10 +476,71 @@ div = _binary_op(
     methods=("div", "divide", "true_divide"),
     functions=("div", "divide", "true_divide"),
     dunders=("__truediv__", "__rtruediv__"),
+    keywords={"rounding_mode": lambda apply, *args, **kwargs: _div_mode(apply, *args, **kwargs)},
     cases=[Case(c.shapes, low=0.3, high=2.0) for c in _BINARY_CASES],
     lazy=(_binary_spec("div", 3), div_lazy),
     doc="Elementwise true division input / other, broadcast.",
 )
+
+
+def _int_zero_division(y):
+    if y.dtype.kind in "iub" and not np.all(y):
+        raise RuntimeError("ZeroDivisionError")
+
+
+def _floor_divide(x, y):
+    # numpy's floor division is Python's (and torch's): from fmod, exact where floor(x / y)
+    # rounds the quotient wrongly
+    _int_zero_division(y)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.floor_divide(x, y)
+
+
+def _trunc_divide(x, y):
+    _int_zero_division(y)
+    if x.dtype.kind in "iub":
+        q = np.floor_divide(x, y)
+        return q + ((q * y != x) & ((x < 0) != (y < 0)))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.trunc(np.true_divide(x, y))
+
+
+@numba.njit
+def _p_rounded(x, y):
+    return 0.0, 0.0
+
+
+# the rounded quotients: piecewise constant, a zero gradient (torch's DivBackward2)
+_ROUNDED = dict(
+    formula=broadcast_formula(lambda ctx, x, y: (0.0, 0.0)),
+    int_ok=True,
+    node_name="DivBackward2",
+    cases=[Case(c.shapes, low=-3.0, high=3.0) for c in _BINARY_CASES],
+)
+div_floor = _binary_op(
+    "_div_floor",
+    _floor_divide,
+    _p_rounded,
+    functions=("floor_divide",),
+    methods=("floor_divide",),
+    dunders=("__floordiv__", "__rfloordiv__"),
+    doc="The quotient input / other rounded down (Python's //); zero gradient.",
+    **_ROUNDED,
+)
+div_trunc = _binary_op("_div_trunc", _trunc_divide, _p_rounded, functions=(), **_ROUNDED)
+
+
+def _div_mode(apply, input, other, rounding_mode=None):  # noqa: A002  (torch's names)
+    if rounding_mode is None:
+        return apply(div, input, other)
+    if rounding_mode == "floor":
+        return apply(div_floor, input, other)
+    if rounding_mode == "trunc":
+        return apply(div_trunc, input, other)
+    raise RuntimeError(
+        "div expected rounding_mode to be one of None, 'trunc', or 'floor' but found "
+        f"'{rounding_mode}'"
+    )
 
 
 _TENSOR_CASES = [c for c in _BINARY_CASES if all(isinstance(s, tuple) for s in c.shapes)]

@@ -7,6 +7,7 @@ of the ops they call, the same formulas torch differentiates. Constants computed
 
 import math
 import numbers
+import warnings
 
 import numpy as np
 
@@ -39,6 +40,40 @@ def _values(x):
     if hasattr(x, "detach"):
         return np.asarray(x.detach())
     return np.asarray(x)
+
+
+def _legacy(size_average, reduce, reduction):
+    """torch's deprecated ``size_average`` and ``reduce``: when either is given they decide
+    the reduction, with torch's warning."""
+    if size_average is None and reduce is None:
+        return reduction
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    reduction = "mean" if size_average and reduce else "sum" if reduce else "none"
+    warnings.warn(
+        "size_average and reduce args will be deprecated, please use "
+        f"reduction='{reduction}' instead.",
+        stacklevel=4,
+    )
+    return reduction
+
+
+def _weighted(apply, loss, weight, input, reduction, mean_by_weight=True):
+    """A pointwise loss times a weight per element, reduced as torch's mse_loss and l1_loss
+    (a mean divided by the summed weights) or huber_loss (``mean_by_weight=False``: the mean
+    of the weighted losses)."""
+    if tuple(weight.shape) != tuple(getattr(input, "shape", ())):
+        raise ValueError("Weights and input must have the same size.")
+    loss = apply(mul, loss, weight)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return apply(sum_, loss)
+    if reduction == "mean":
+        if not mean_by_weight:
+            return apply(mean, loss)
+        return apply(div, apply(sum_, loss), apply(sum_, weight))
+    raise ValueError(f"Invalid reduction mode: {reduction}. Expected one of 'none', 'mean', 'sum'.")
 
 
 def _reduce(apply, loss, reduction):
@@ -82,13 +117,20 @@ def _difference(apply, input, target):
     return apply(sub, input, target)
 
 
-def _mse_loss(apply, input, target, reduction="mean"):
+def _mse_loss(apply, input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy(size_average, reduce, reduction)
     d = _difference(apply, input, target)
+    if weight is not None:
+        return _weighted(apply, apply(mul, d, d), weight, input, reduction)
     return _reduce(apply, apply(mul, d, d), reduction)
 
 
-def _l1_loss(apply, input, target, reduction="mean"):
-    return _reduce(apply, apply(abs_, _difference(apply, input, target)), reduction)
+def _l1_loss(apply, input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    reduction = _legacy(size_average, reduce, reduction)
+    loss = apply(abs_, _difference(apply, input, target))
+    if weight is not None:
+        return _weighted(apply, loss, weight, input, reduction)
+    return _reduce(apply, loss, reduction)
 
 
 def _piecewise(apply, input, target, reduction, small, large, threshold):
@@ -107,7 +149,10 @@ def _piecewise(apply, input, target, reduction, small, large, threshold):
     return _reduce(apply, apply(where, small(dc), large(ad), condition=cond), reduction)
 
 
-def _smooth_l1_loss(apply, input, target, reduction="mean", beta=1.0):
+def _smooth_l1_loss(
+    apply, input, target, size_average=None, reduce=None, reduction="mean", beta=1.0
+):
+    reduction = _legacy(size_average, reduce, reduction)
     if beta == 0:
         return _l1_loss(apply, input, target, reduction)
     return _piecewise(
@@ -121,20 +166,23 @@ def _smooth_l1_loss(apply, input, target, reduction="mean", beta=1.0):
     )
 
 
-def _huber_loss(apply, input, target, reduction="mean", delta=1.0):
+def _huber_loss(apply, input, target, reduction="mean", delta=1.0, weight=None):
     # torch's huber_loss computes in the input's dtype (its target is cast to it)
     dtype = getattr(input, "dtype", None)
     if dtype is not None and getattr(target, "dtype", dtype) != dtype:
         target = apply(to_copy, target, dtype=dtype)
-    return _piecewise(
+    loss = _piecewise(
         apply,
         input,
         target,
-        reduction,
+        "none" if weight is not None else reduction,
         lambda d: apply(mul, apply(mul, d, d), 0.5),  # 0.5 d^2
         lambda ad: apply(mul, apply(sub, ad, 0.5 * delta), delta),  # delta (|d| - delta / 2)
         delta,
     )
+    if weight is not None:
+        return _weighted(apply, loss, weight, input, reduction, mean_by_weight=False)
+    return loss
 
 
 mse_loss = defcomposite(
@@ -200,7 +248,17 @@ def _classes_last(apply, input, op):
     )
 
 
-def _nll_loss(apply, input, target, weight=None, ignore_index=-100, reduction="mean"):
+def _nll_loss(
+    apply,
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    ignore_index=-100,
+    reduce=None,
+    reduction="mean",
+):
+    reduction = _legacy(size_average, reduce, reduction)
     x2, target_shape = _classes_last(apply, input, "nll_loss")
     C = x2.shape[1]
     t, valid = _class_targets("nll_loss", target, C, ignore_index)
@@ -225,10 +283,13 @@ def _cross_entropy(
     input,
     target,
     weight=None,
+    size_average=None,
     ignore_index=-100,
+    reduce=None,
     reduction="mean",
     label_smoothing=0.0,
 ):
+    reduction = _legacy(size_average, reduce, reduction)
     cdim = 1 if input.ndim > 1 else 0
     C = input.shape[cdim]
     logp = apply(log_softmax, input, dim=cdim)
@@ -248,7 +309,7 @@ def _cross_entropy(
         if w is not None:
             prod = apply(mul, prod, w)
         return _reduce(apply, apply(neg, apply(sum_, prod, dim=cdim)), reduction)
-    nll = _nll_loss(apply, logp, target, weight, ignore_index, reduction)
+    nll = _nll_loss(apply, logp, target, weight, ignore_index=ignore_index, reduction=reduction)
     if not label_smoothing:
         return nll
     # torch: (1 - eps) nll + eps / C * smooth, smooth = -sum_c w_c logp_c (0 where ignored)
@@ -301,7 +362,10 @@ cross_entropy = defcomposite(
 )
 
 
-def _binary_cross_entropy(apply, input, target, weight=None, reduction="mean"):
+def _binary_cross_entropy(
+    apply, input, target, weight=None, size_average=None, reduce=None, reduction="mean"
+):
+    reduction = _legacy(size_average, reduce, reduction)
     x = _values(input)
     if x.size and (x.min() < 0 or x.max() > 1):
         raise RuntimeError(
@@ -313,7 +377,17 @@ def _binary_cross_entropy(apply, input, target, weight=None, reduction="mean"):
     return _reduce(apply, loss, reduction)
 
 
-def _bce_with_logits(apply, input, target, weight=None, reduction="mean", pos_weight=None):
+def _bce_with_logits(
+    apply,
+    input,
+    target,
+    weight=None,
+    size_average=None,
+    reduce=None,
+    reduction="mean",
+    pos_weight=None,
+):
+    reduction = _legacy(size_average, reduce, reduction)
     # (1 - t) x + (1 + (pw - 1) t) softplus(-x): softplus without its threshold is computed
     # as max(z, 0) + log1p(exp(-|z|)) with the derivative sigmoid(z) at every point (the
     # composition with abs and relu had the gradient 0 at their kinks, where x = 0)
@@ -357,7 +431,10 @@ binary_cross_entropy_with_logits = defcomposite(
 )
 
 
-def _kl_div(apply, input, target, reduction="mean", log_target=False):
+def _kl_div(
+    apply, input, target, size_average=None, reduce=None, reduction="mean", log_target=False
+):
+    reduction = _legacy(size_average, reduce, reduction)
     if log_target:
         loss = apply(mul, apply(exp, target), apply(sub, target, input))
     else:

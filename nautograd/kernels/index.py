@@ -452,7 +452,7 @@ broadcast_to = _view_op(
     lambda x, size: _expand(x, (tuple(size),)),
     methods=("broadcast_to",),
     cases=[Case(((4,),), {"size": (3, 4)})],
-    doc="input broadcast to size, as expand.",
+    doc="input broadcast to size, as expand (torch documents it as shape, and takes size).",
     jvp="linear",
 )
 
@@ -721,10 +721,17 @@ def _gather(p, dim, index):
     return np.take_along_axis(sub, idx, axis=d)
 
 
+def _gather_sparse_grad(apply, input, dim, index, sparse_grad=False):  # noqa: A002
+    if sparse_grad:
+        raise NotImplementedError("gather(sparse_grad=True): nautograd's gradients are dense")
+    return apply(gather, input, dim=dim, index=index)
+
+
 gather = _take_op(
     "gather",
     _gather,
     methods=("gather",),
+    keywords={"sparse_grad": lambda apply, *a, **k: _gather_sparse_grad(apply, *a, **k)},
     cases=[
         Case(((3, 4),), {"dim": 1, "index": [[0, 0], [3, 1], [2, 2]]}),
         Case(((3, 4),), {"dim": 0, "index": [[2, 0, 1, 1]]}),

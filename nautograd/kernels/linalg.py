@@ -30,7 +30,7 @@ from ._shapes import broadcast_shapes, broadcast_strides, coalesce, numel
 from .index import diagonal as _diagonal
 from .index import expand as _expand
 from .reduce import sum_ as _sum
-from .registry import Case, defcomposite, defop, formula_of
+from .registry import OP_BY_NAME, Case, defcomposite, defop, formula_of
 from .shape import permute as _permute
 from .shape import reshape as _reshape
 
@@ -365,6 +365,7 @@ mm = defop(
     nin=2,
     int_ok=True,  # integer products stay integer (torch)
     methods=("mm",),
+    tensor_names=("input", "mat2"),
     cases=_CASES[:1],
     lazy=(_matmul_spec("mm", (2, 2)), matmul_lazy),
     doc="The product of two matrices.",
@@ -378,6 +379,7 @@ bmm = defop(
     nin=2,
     int_ok=True,  # integer products stay integer (torch)
     methods=("bmm",),
+    tensor_names=("input", "mat2"),
     cases=[Case(((2, 3, 4), (2, 4, 5)))],
     doc="The products of two batches of matrices, (b, n, m) @ (b, m, p).",
     jvp="bilinear",
@@ -390,6 +392,7 @@ mv = defop(
     nin=2,
     int_ok=True,  # integer products stay integer (torch)
     methods=("mv",),
+    tensor_names=("input", "vec"),
     cases=_CASES[2:3],
     lazy=(_matmul_spec("mv", (2, 1)), matmul_lazy),
     doc="The product of a matrix and a vector.",
@@ -403,6 +406,7 @@ dot = defop(
     nin=2,
     int_ok=True,  # integer products stay integer (torch)
     methods=("dot",),
+    tensor_names=("input", "tensor"),
     cases=_CASES[3:4],
     lazy=(_matmul_spec("dot", (1, 1)), matmul_lazy),
     doc="The inner product of two vectors.",
@@ -530,6 +534,7 @@ outer = defop(
     int_ok=True,  # integer products stay integer (torch)
     methods=("outer", "ger"),
     functions=("outer", "ger"),
+    tensor_names=("input", "vec2"),
     cases=[Case(((3,), (4,)))],
     doc="The outer product of two vectors, result[i, j] = input[i] * other[j].",
     jvp="bilinear",
@@ -737,9 +742,9 @@ slogdet_sign = defop(
 SlogdetResult = collections.namedtuple("slogdet", ["sign", "logabsdet"])
 
 
-def _slogdet(apply, A):
+def _slogdet(apply, input):  # noqa: A002  (torch's names)
     """(sign, log|det A|): the sign carries no gradient, as torch's."""
-    return SlogdetResult(apply(slogdet_sign, A), apply(logabsdet, A))
+    return SlogdetResult(apply(slogdet_sign, input), apply(logabsdet, input))
 
 
 slogdet = defcomposite(
@@ -766,6 +771,12 @@ def _cholesky_formula(ctx, grad):
     return (0.5 * (s + s.mT),)
 
 
+def _cholesky_upper(apply, input, upper=False):  # noqa: A002  (torch's names)
+    # cholesky(A, upper=True): U = L^T, A = U^T U
+    factor = apply(cholesky, input)
+    return apply(OP_BY_NAME["transpose"], factor, dim0=-2, dim1=-1) if upper else factor
+
+
 cholesky = defop(
     "cholesky",
     _cholesky_forward,
@@ -773,12 +784,16 @@ cholesky = defop(
     formula=_cholesky_formula,
     methods=("cholesky",),
     linalg=("cholesky",),
+    keywords={"upper": lambda apply, *args, **kwargs: _cholesky_upper(apply, *args, **kwargs)},
     node_name="LinalgCholeskyExBackward0",
     cases=[
         Case(((3, 3),), {"shift": "eye(3)"}, call=_spd),
         Case(((2, 4, 4),), {"shift": "eye(4)"}, call=_spd),
     ],
-    doc="The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T.",
+    doc=(
+        "The lower Cholesky factor L of a symmetric positive-definite matrix, A = L L^T "
+        "(upper=True: U = L^T)."
+    ),
 )
 
 
@@ -976,7 +991,8 @@ solve_triangular = defop(
 
 def _cholesky_solve(apply, input, input2, upper=False):
     """torch.cholesky_solve: X with A X = input, from A's Cholesky factor input2 (lower,
-    A = L L^T; upper: A = U^T U), by two triangular solves."""
+    A = L L^T; upper: A = U^T U), by two triangular solves. (torch documents the arguments
+    as B and L, and takes them by these names.)"""
     factor = input2
     if upper:
         y = _solve_triangular_api(apply, factor.mT, input, upper=False)

@@ -11,7 +11,7 @@ from ._jit import assigning, bcast_offsets, gemm, kernel, parallel, part, saved,
 from ._shapes import outer_inner, wrap_dim
 from ._vmath import LOOP, vexp
 from .reduce import _kept, _reduce_params
-from .registry import Case, defop
+from .registry import Case, cast_first, defop
 
 
 def _softmax_loop(x, outer, size, inner, log):
@@ -296,6 +296,7 @@ softmax = defop(
     formula=_softmax_formula,
     jvp=_softmax_jvp,
     methods=("softmax",),
+    keywords={"dtype": cast_first("softmax")},
     nn_functional=True,
     node_name="SoftmaxBackward0",
     cases=_CASES,
@@ -309,6 +310,7 @@ log_softmax = defop(
     formula=_softmax_formula,
     jvp=_log_softmax_jvp,
     methods=("log_softmax",),
+    keywords={"dtype": cast_first("log_softmax")},
     nn_functional=True,
     node_name="LogSoftmaxBackward0",
     cases=_CASES,

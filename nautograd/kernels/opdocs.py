@@ -73,6 +73,16 @@ ARGUMENTS = {
     "target": "(Tensor) the targets, of input's shape (class losses: class indices or "
     "probabilities).",
     "reduction": "(str) 'none', 'mean' or 'sum'. Default: 'mean'.",
+    "dtype": "(dtype, optional) input is cast to it before the op (torch's dtype=).",
+    "rounding_mode": "(str, optional) None: true division; 'trunc' rounds the quotient "
+    "toward zero, 'floor' down (no gradient then, as torch).",
+    "sparse_grad": "(bool) False only: nautograd's gradients are dense.",
+    "mat2": "(Tensor) the second matrix (or batch of matrices).",
+    "vec": "(Tensor) the vector.",
+    "vec2": "(Tensor) the second vector.",
+    "upper": "(bool) the upper factor (or triangle) instead of the lower.",
+    "size_average": "(bool, optional) deprecated (see reduction): with reduce, the reduction.",
+    "reduce": "(bool, optional) deprecated (see reduction): with size_average, the reduction.",
     "delta": "(number) where the quadratic part ends. Default: 1.",
     "weight": "(Tensor, optional) the weights (per class for class losses, the layer's "
     "weight for layers).",
@@ -122,18 +132,24 @@ def signature(op):
         params = list(inspect.signature(op.api).parameters.values())[1:]
         return inspect.Signature(params)
     if op.nin == -1:
+        # (the frontend takes the first attribute positionally too: cat(tensors, 1))
         params = list(inspect.signature(op.forward).parameters.values())[1:]
-        return inspect.Signature([P("tensors", P.POSITIONAL_OR_KEYWORD)] + params)
-    names = op.tensor_names or TENSOR_NAMES[op.nin]
-    params = [P(n, P.POSITIONAL_OR_KEYWORD) for n in names]
-    for p in list(inspect.signature(op.forward).parameters.values())[op.nin :]:
-        if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in _HIDDEN:
-            params.append(p)
+        params[:1] = [p.replace(kind=P.POSITIONAL_OR_KEYWORD) for p in params[:1]]
+        params = [P("tensors", P.POSITIONAL_OR_KEYWORD)] + params
+    else:
+        names = op.tensor_names or TENSOR_NAMES[op.nin]
+        params = [P(n, P.POSITIONAL_OR_KEYWORD) for n in names]
+        for p in list(inspect.signature(op.forward).parameters.values())[op.nin :]:
+            if p.kind is p.POSITIONAL_OR_KEYWORD and p.name not in _HIDDEN:
+                params.append(p)
     _, extra = _overrides(op)
     known = {p.name for p in params}
-    for name in extra:  # keywords the forward takes through **kwargs (var's correction)
-        if name not in known and name in ARGUMENTS:
+    # keywords the forward takes through **kwargs (var's correction), and those a keyword
+    # frontend takes (Op.keywords)
+    for name in [*extra, *(op.keywords or ())]:
+        if name not in known and (name in ARGUMENTS or name in (op.keywords or ())):
             params.append(P(name, P.KEYWORD_ONLY, default=None))
+            known.add(name)
     return inspect.Signature(params)
 
 

@@ -34,7 +34,7 @@ from ._shapes import coalesce, numel, outer_inner, wrap_dim, wrap_dims
 from ._vmath import LOOP
 from .elementwise import maximum, minimum
 from .index import _positions, take_backward, take_forward
-from .registry import Case, attributes_of, defop, formula_of
+from .registry import Case, attributes_of, cast_first, defop, formula_of
 
 _PARAMS = {}
 _SUM_LOOP = dict(LOOP, fastmath={"reassoc", "contract"})
@@ -306,6 +306,7 @@ sum_ = defop(
     _sum_forward,
     sum_backward,
     methods=("sum",),
+    keywords={"dtype": cast_first("sum")},
     cases=_CASES,
     int_ok=True,
     lazy=(_sum_spec(False), sum_lazy),
@@ -317,6 +318,7 @@ mean = defop(
     _mean_forward,
     sum_backward,
     methods=("mean",),
+    keywords={"dtype": cast_first("mean")},
     cases=_CASES,
     lazy=(_sum_spec(True), sum_lazy),
     doc="The mean of input over dim (every element when dim is None).",
@@ -597,6 +599,7 @@ prod = _group_op(
     _prod,
     lambda: (PROD, 0.0),
     int_ok=True,
+    keywords={"dtype": cast_first("prod")},
     # torch.prod takes one int dim (tuples work here too: tests/test_reductions.py)
     cases=[
         Case(((3, 4),)),
@@ -987,6 +990,7 @@ cumsum = _scan_op(
     CUMSUM,
     cases=[Case(((3, 4),), {"dim": 1}), Case(((2, 3, 4),), {"dim": 0}), Case(((),), {"dim": 0})],
     int_ok=True,
+    keywords={"dtype": cast_first("cumsum")},
     doc="The running sum of input along dim.",
     jvp="linear",
 )
@@ -999,6 +1003,7 @@ cumprod = _scan_op(
         Case(((2, 3, 4),), {"dim": -2}),
     ],
     int_ok=True,
+    keywords={"dtype": cast_first("cumprod")},
     doc="The running product of input along dim.",
 )
 logcumsumexp = _scan_op(

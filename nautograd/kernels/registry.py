@@ -81,6 +81,10 @@ class Op:
     # mean something else for this op
     doc: str = ""
     tensor_names: tuple = None  # torch's names of the tensor arguments, when not the usual
+    # {keyword: frontend(apply, *args, **kwargs)}: a call of the function or a method given
+    # this keyword goes to that frontend (div's rounding_mode, a reduction's dtype); the
+    # operators take no keywords, so they never pay for the test
+    keywords: dict = None
     # forward-mode AD (autograd/forward_ad.py): "linear" (the op on the tangents), "bilinear"
     # (a product: op(t_a, b) + op(a, t_b)), or a function jvp(x, t, result, **attributes)
     # giving a one-input op's tangent with tensor ops (softmax); None: from ``d`` for a unary
@@ -121,6 +125,30 @@ def defop(name, forward, backward=None, **kw):
     OPS.append(op)
     OP_BY_NAME[name] = op
     return op
+
+
+def cast_first(name):
+    """The keyword frontend (``Op.keywords``) of torch's ``dtype=`` on reductions, scans and
+    softmax: input cast to dtype (a recorded cast), then the op ``name``, as torch does."""
+
+    def frontend(apply, input, *args, dtype=None, **kwargs):  # noqa: A002  (torch's names)
+        op = OP_BY_NAME[name]
+        if dtype is not None:
+            input = apply(OP_BY_NAME["_to_copy"], input, dtype=dtype)
+        params = inspect.signature(op.forward).parameters.values()
+        names = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD][op.nin :]
+        if len(args) > len(names):
+            raise TypeError(
+                f"{name}() takes {op.nin + len(names)} positional arguments but "
+                f"{op.nin + len(args)} were given"
+            )
+        for key, value in zip(names, args, strict=False):
+            if key in kwargs:
+                raise TypeError(f"{name}() got multiple values for argument '{key}'")
+            kwargs[key] = value
+        return apply(op, input, **kwargs)
+
+    return frontend
 
 
 def attributes_of(forward, f, skip=1, nin=1):

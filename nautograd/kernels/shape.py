@@ -9,7 +9,7 @@ import numpy as np
 from ._jit import bcast_offsets, kernel, view
 from ._shapes import coalesce, numel, outer_inner, wrap_dim
 from .elementwise import copy_backward
-from .registry import Case, defop
+from .registry import Case, defcomposite, defop
 
 
 def _infer_shape(op, shape, n):
@@ -216,8 +216,8 @@ transpose = defop(
         grad.transpose(ctx.kwargs["dim0"], ctx.kwargs["dim1"]) if grad.ndim else grad,
     ),
     int_ok=True,
-    methods=("transpose", "swapaxes"),
-    functions=("transpose", "swapaxes"),
+    methods=("transpose", "swapdims"),
+    functions=("transpose", "swapdims"),
     cases=[Case(((3, 4),), {"dim0": 0, "dim1": 1}), Case(((2, 3, 4),), {"dim0": -1, "dim1": 0})],
     doc="A view of input with dimensions dim0 and dim1 swapped.",
     jvp="linear",
@@ -364,7 +364,7 @@ cat = defop(
     formula=_cat_formula,
     nin=-1,
     int_ok=True,
-    functions=("cat", "concat", "concatenate"),
+    functions=("cat", "concat"),
     cases=[Case(((2, 3), (4, 3))), Case(((2, 3), (2, 1), (2, 2)), {"dim": 1})],
     doc="tensors joined along the existing dimension dim.",
     jvp="linear",
@@ -499,4 +499,32 @@ select = defop(
     cases=[Case(((3, 4),), {"dim": 0, "index": 1}), Case(((3, 4),), {"dim": 1, "index": -1})],
     doc="The view input[..., index, ...] along dim (the dimension removed).",
     jvp="linear",
+)
+
+
+# numpy's names, as torch has them
+
+swapaxes = defcomposite(
+    "swapaxes",
+    lambda apply, input, axis0, axis1: apply(transpose, input, dim0=axis0, dim1=axis1),
+    [Case(((3, 4),), {"axis0": 0, "axis1": 1}), Case(((2, 3, 4),), {"axis0": -1, "axis1": 0})],
+    methods=("swapaxes",),
+    doc="A view of input with dimensions axis0 and axis1 swapped (transpose).\n"
+    "axis0: (int) a dimension.\naxis1: (int) the other dimension.",
+)
+
+
+def _concatenate(apply, tensors, axis=0):
+    return apply(cat, tensors, dim=axis)
+
+
+concatenate = defcomposite(
+    "concatenate",
+    _concatenate,
+    [
+        Case(((2, 3), (4, 3)), call=lambda f, a, b: f([a, b])),
+        Case(((2, 3), (2, 1)), {"axis": 1}, call=lambda f, a, b, axis: f([a, b], axis)),
+    ],
+    doc="tensors joined along the existing dimension axis (cat).\n"
+    "tensors: (sequence of Tensor) the tensors to join.\naxis: (int) the dimension. Default: 0.",
 )

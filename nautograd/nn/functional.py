@@ -14,10 +14,18 @@ __all__ = sorted(NN_FUNCTIONAL)
 
 def _with_inplace(name):
     """``F.name`` with torch's ``inplace`` flag: the result written into ``input`` (an
-    in-place op, recorded as autograd/inplace.py says) and ``input`` returned."""
+    in-place op, recorded as autograd/inplace.py says) and ``input`` returned. The flag
+    follows the op's attributes, positionally too (``F.relu(x, True)``, as torch)."""
     f = NN_FUNCTIONAL[name]
+    sig = inspect.signature(f)
+    own = "inplace" in sig.parameters  # (dropout's frontend names it, and ignores it)
+    # the positional arguments that make the last one the flag, input included
+    n = len([p for p in sig.parameters.values() if p.kind is p.POSITIONAL_OR_KEYWORD])
+    n -= own
 
     def g(input, *args, inplace=False, **kwargs):
+        if len(args) == n:
+            *args, inplace = args
         if not inplace:
             return f(input, *args, **kwargs)
         from ..autograd import inplace as _inplace
@@ -27,15 +35,13 @@ def _with_inplace(name):
 
     g.__name__ = g.__qualname__ = name
     g.__doc__ = f.__doc__
-    sig = inspect.signature(f)
-    if "inplace" not in sig.parameters:
-        P = inspect.Parameter
-        g.__signature__ = sig.replace(
-            parameters=[*sig.parameters.values(), P("inplace", P.KEYWORD_ONLY, default=False)]
-        )
-        g.__doc__ += "\n    inplace (bool): write the result into input. Default: False."
-    else:
+    if own:
         g.__signature__ = sig
+    else:
+        P = inspect.Parameter
+        inplace = P("inplace", P.POSITIONAL_OR_KEYWORD, default=False)
+        g.__signature__ = sig.replace(parameters=[*sig.parameters.values(), inplace])
+        g.__doc__ += "\n    inplace (bool): write the result into input. Default: False."
     return g
 
 

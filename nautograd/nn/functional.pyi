@@ -35,7 +35,7 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         eps (float): added to the variance. Default: 1e-5.
     """
 
-def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Any:
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction='mean') -> Any:
     """-(target log(input) + (1 - target) log(1 - input)), with the logarithms clamped at -100 as torch, reduced by reduction.
 
     As ``torch.nn.functional.binary_cross_entropy``; its gradient is that of the ops it is written with.
@@ -44,10 +44,12 @@ def binary_cross_entropy(input, target, weight=None, reduction='mean') -> Any:
         input (Tensor): the input.
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
         weight (Tensor, optional): the weights (per class for class losses, the layer's weight for layers).
+        size_average (bool, optional): deprecated (see reduction): with reduce, the reduction.
+        reduce (bool, optional): deprecated (see reduction): with size_average, the reduction.
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
     """
 
-def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean', pos_weight=None) -> Any:
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None, reduction='mean', pos_weight=None) -> Any:
     """Binary cross-entropy of sigmoid(input) computed stably from the logits, reduced by reduction.
 
     As ``torch.nn.functional.binary_cross_entropy_with_logits``; its gradient is that of the ops it is written with.
@@ -56,6 +58,8 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean
         input (Tensor): the input.
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
         weight (Tensor, optional): the weights (per class for class losses, the layer's weight for layers).
+        size_average (bool, optional): deprecated (see reduction): with reduce, the reduction.
+        reduce (bool, optional): deprecated (see reduction): with size_average, the reduction.
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
         pos_weight (Tensor, optional): the weight of positive examples, per class.
     """
@@ -90,7 +94,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1) 
         groups (int): the number of blocked connections from input to output channels.
     """
 
-def cross_entropy(input, target, weight=None, ignore_index=-100, reduction='mean', label_smoothing=0.0) -> Any:
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction='mean', label_smoothing=0.0) -> Any:
     """log_softmax over the class dimension followed by nll_loss; target holds class indices or probabilities.
 
     As ``torch.nn.functional.cross_entropy``; its gradient is that of the ops it is written with.
@@ -99,7 +103,9 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction='mean
         input (Tensor): the input.
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
         weight (Tensor, optional): the weights (per class for class losses, the layer's weight for layers).
+        size_average (bool, optional): deprecated (see reduction): with reduce, the reduction.
         ignore_index (int): a target value that contributes nothing. Default: -100.
+        reduce (bool, optional): deprecated (see reduction): with size_average, the reduction.
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
         label_smoothing (float): the share of probability spread over every class. Default: 0.
     """
@@ -116,7 +122,7 @@ def dropout(input, p=0.5, training=True, inplace=False) -> Any:
         inplace (bool): write the result into input (recorded as torch records in-place ops).
     """
 
-def elu(input, alpha=1.0, *, inplace=False) -> Any:
+def elu(input, alpha=1.0, inplace=False) -> Any:
     """x where x > 0, else alpha (e^x - 1).
 
     As ``torch.elu``, ``torch.nn.functional.elu``; backward node ``EluBackward0``.
@@ -152,7 +158,7 @@ def gelu(input, approximate='none') -> Any:
         approximate (str): 'none' (the exact CDF) or 'tanh'. Default: 'none'.
     """
 
-def hardtanh(input, min_val=-1.0, max_val=1.0, *, inplace=False) -> Any:
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False) -> Any:
     """input limited to [min_val, max_val].
 
     As ``torch.hardtanh``, ``torch.nn.functional.hardtanh``; backward node ``HardtanhBackward0``.
@@ -164,7 +170,7 @@ def hardtanh(input, min_val=-1.0, max_val=1.0, *, inplace=False) -> Any:
         inplace (bool): write the result into input. Default: False.
     """
 
-def huber_loss(input, target, reduction='mean', delta=1.0) -> Any:
+def huber_loss(input, target, reduction='mean', delta=1.0, weight=None) -> Any:
     """0.5 (x - y)^2 where |x - y| < delta, else delta (|x - y| - 0.5 delta), reduced by reduction.
 
     As ``torch.nn.functional.huber_loss``; its gradient is that of the ops it is written with.
@@ -174,9 +180,10 @@ def huber_loss(input, target, reduction='mean', delta=1.0) -> Any:
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
         delta (number): where the quadratic part ends. Default: 1.
+        weight (Tensor, optional): the weights (per class for class losses, the layer's weight for layers).
     """
 
-def kl_div(input, target, reduction='mean', log_target=False) -> Any:
+def kl_div(input, target, size_average=None, reduce=None, reduction='mean', log_target=False) -> Any:
     """target (log(target) - input) pointwise (input holds log-probabilities), reduced by reduction.
 
     As ``torch.nn.functional.kl_div``; its gradient is that of the ops it is written with.
@@ -184,11 +191,13 @@ def kl_div(input, target, reduction='mean', log_target=False) -> Any:
     Args:
         input (Tensor): the input.
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
+        size_average (bool, optional): deprecated (see reduction): with reduce, the reduction.
+        reduce (bool, optional): deprecated (see reduction): with size_average, the reduction.
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
         log_target (bool): target holds log-probabilities. Default: False.
     """
 
-def l1_loss(input, target, reduction='mean') -> Any:
+def l1_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None) -> Any:
     """The absolute error |input - target|, reduced by reduction.
 
     As ``torch.nn.functional.l1_loss``; its gradient is that of the ops it is written with.
@@ -196,7 +205,10 @@ def l1_loss(input, target, reduction='mean') -> Any:
     Args:
         input (Tensor): the input.
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
+        size_average (bool, optional): deprecated (see reduction): with reduce, the reduction.
+        reduce (bool, optional): deprecated (see reduction): with size_average, the reduction.
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
+        weight (Tensor, optional): the weights (per class for class losses, the layer's weight for layers).
     """
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05) -> Any:
@@ -212,7 +224,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05) -> An
         eps (float): added to the variance. Default: 1e-5.
     """
 
-def leaky_relu(input, negative_slope=0.01, *, inplace=False) -> Any:
+def leaky_relu(input, negative_slope=0.01, inplace=False) -> Any:
     """x where x > 0, else negative_slope * x.
 
     As ``torch.leaky_relu``, ``torch.nn.functional.leaky_relu``; backward node ``LeakyReluBackward0``.
@@ -242,6 +254,7 @@ def log_softmax(input, dim=None, dtype=None) -> Any:
     Args:
         input (Tensor): the input.
         dim (int, optional): the dimension to work along (left out: torch's deprecated implicit choice, with its warning).
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
         dtype (dtype, optional): the dtype input is cast to first.
     """
 
@@ -260,7 +273,7 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
         return_indices (bool): also return the argmax positions. Default: False.
     """
 
-def mse_loss(input, target, reduction='mean') -> Any:
+def mse_loss(input, target, size_average=None, reduce=None, reduction='mean', weight=None) -> Any:
     """The squared error (input - target)^2, reduced by reduction.
 
     As ``torch.nn.functional.mse_loss``; its gradient is that of the ops it is written with.
@@ -268,10 +281,13 @@ def mse_loss(input, target, reduction='mean') -> Any:
     Args:
         input (Tensor): the input.
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
+        size_average (bool, optional): deprecated (see reduction): with reduce, the reduction.
+        reduce (bool, optional): deprecated (see reduction): with size_average, the reduction.
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
+        weight (Tensor, optional): the weights (per class for class losses, the layer's weight for layers).
     """
 
-def nll_loss(input, target, weight=None, ignore_index=-100, reduction='mean') -> Any:
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction='mean') -> Any:
     """The negative log-likelihood -input[n, target[n]] (weighted), reduced by reduction; input holds log-probabilities.
 
     As ``torch.nn.functional.nll_loss``; its gradient is that of the ops it is written with.
@@ -280,7 +296,9 @@ def nll_loss(input, target, weight=None, ignore_index=-100, reduction='mean') ->
         input (Tensor): the input.
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
         weight (Tensor, optional): the weights (per class for class losses, the layer's weight for layers).
+        size_average (bool, optional): deprecated (see reduction): with reduce, the reduction.
         ignore_index (int): a target value that contributes nothing. Default: -100.
+        reduce (bool, optional): deprecated (see reduction): with size_average, the reduction.
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
     """
 
@@ -306,7 +324,7 @@ def pad(input, pad, mode='constant', value=0.0) -> Any:
         value (number): the value to write or the multiplier, as the op says.
     """
 
-def relu(input, *, inplace=False) -> Any:
+def relu(input, inplace=False) -> Any:
     """max(input, 0); derivative 1 where x > 0, else 0.
 
     As ``torch.relu``, ``torch.nn.functional.relu``, ``Tensor.relu``; backward node ``ReluBackward0``.
@@ -325,7 +343,7 @@ def sigmoid(input) -> Any:
         input (Tensor): the input.
     """
 
-def silu(input, *, inplace=False) -> Any:
+def silu(input, inplace=False) -> Any:
     """x * sigmoid(x).
 
     As ``torch.silu``, ``torch.nn.functional.silu``; backward node ``SiluBackward0``.
@@ -335,7 +353,7 @@ def silu(input, *, inplace=False) -> Any:
         inplace (bool): write the result into input. Default: False.
     """
 
-def smooth_l1_loss(input, target, reduction='mean', beta=1.0) -> Any:
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction='mean', beta=1.0) -> Any:
     """0.5 (x - y)^2 / beta where |x - y| < beta, else |x - y| - 0.5 beta, reduced by reduction.
 
     As ``torch.nn.functional.smooth_l1_loss``; its gradient is that of the ops it is written with.
@@ -343,6 +361,8 @@ def smooth_l1_loss(input, target, reduction='mean', beta=1.0) -> Any:
     Args:
         input (Tensor): the input.
         target (Tensor): the targets, of input's shape (class losses: class indices or probabilities).
+        size_average (bool, optional): deprecated (see reduction): with reduce, the reduction.
+        reduce (bool, optional): deprecated (see reduction): with size_average, the reduction.
         reduction (str): 'none', 'mean' or 'sum'. Default: 'mean'.
         beta (number): the sharpness, or where the quadratic part ends. Default: 1.
     """
@@ -355,6 +375,7 @@ def softmax(input, dim=None, dtype=None) -> Any:
     Args:
         input (Tensor): the input.
         dim (int, optional): the dimension to work along (left out: torch's deprecated implicit choice, with its warning).
+        dtype (dtype, optional): input is cast to it before the op (torch's dtype=).
         dtype (dtype, optional): the dtype input is cast to first.
     """
 
