@@ -761,6 +761,7 @@ where = defop(
     nin=2,
     api=lambda apply, condition, input, other: apply(where, input, other, condition=condition),
     int_ok=True,
+    jvp="linear",  # (the condition is an attribute)
     cases=[
         Case(((3, 4), (3, 4)), {"condition": "mask(3, 4)"}),
         Case(((3, 1), (4,)), {"condition": "mask(3, 4)"}),

@@ -793,6 +793,8 @@ masked_fill = _take_op(
     _masked_fill,
     fill=lambda mask, value: float(getattr(value, "_data", value)),
     methods=("masked_fill",),
+    # the filled entries are constants: no tangent there
+    jvp=lambda x, t, result, mask, value: t.masked_fill(mask, 0.0),
     cases=[
         Case(((3, 4),), {"mask": "mask(3, 4)", "value": 0.5}),
         Case(((3, 4),), {"mask": "mask(4)", "value": -2.0}),

@@ -694,6 +694,7 @@ inv = defop(
     methods=("inverse",),
     functions=("inverse",),
     linalg=("inv",),
+    jvp=lambda x, t, result: -(result @ t @ result),  # d(A^-1) = -A^-1 dA A^-1
     node_name="LinalgInvExBackward0",
     cases=_SQUARE_CASES,
     doc=(
@@ -719,6 +720,8 @@ logabsdet = defop(
     formula=_logabsdet_formula,
     functions=(),
     node_name="LinalgSlogdetBackward0",
+    # d log|det A| = tr(A^-1 dA)
+    jvp=lambda x, t, result: (x.inverse() * t.mT).sum((-2, -1)),
     cases=[
         Case(((3, 3),), {"shift": "eye(3)"}, call=lambda f, a, shift: f(a + shift)),
         Case(((2, 3, 3),), {"shift": "eye(3)"}, call=lambda f, a, shift: f(a - shift)),
@@ -760,6 +763,15 @@ slogdet = defcomposite(
 )
 
 
+def _cholesky_jvp(L, t):
+    # dL = L Phi(L^-1 dA L^-T), Phi: the lower triangle with the diagonal halved (torch's)
+    inverse = L.inverse()
+    inner = inverse @ t @ inverse.mT
+    n = L.shape[-1]
+    half = np.tril(np.ones((n, n), np.dtype(L.dtype))) - 0.5 * np.eye(n, dtype=np.dtype(L.dtype))
+    return L @ (inner * half)
+
+
 def _cholesky_formula(ctx, grad):
     # the kernel's formula: grad_A = sym(L^-T Phi(L^T grad) L^-1), Phi keeping the lower
     # triangle with the diagonal halved; L is the node's output, so it is differentiated too
@@ -786,6 +798,7 @@ cholesky = defop(
     linalg=("cholesky",),
     keywords={"upper": lambda apply, *args, **kwargs: _cholesky_upper(apply, *args, **kwargs)},
     node_name="LinalgCholeskyExBackward0",
+    jvp=lambda x, t, result: _cholesky_jvp(result, t),
     cases=[
         Case(((3, 3),), {"shift": "eye(3)"}, call=_spd),
         Case(((2, 4, 4),), {"shift": "eye(4)"}, call=_spd),

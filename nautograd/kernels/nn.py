@@ -360,11 +360,20 @@ def _logsumexp_formula(ctx, grad):
     return (grad.reshape(kept) * (x - r.reshape(kept)).exp(),)
 
 
+def _logsumexp_jvp(x, t, result, dim, keepdim=False):
+    # sum(softmax(x) t) over dim
+    _, kept = _kept(tuple(x.shape), dim)
+    weighted = (x - result.reshape(kept)).exp() * t
+    dims, _, _ = _reduce_params("logsumexp", tuple(x.shape), dim, keepdim)
+    return weighted.sum(dim=dims, keepdim=keepdim) if dims else weighted
+
+
 logsumexp = defop(
     "logsumexp",
     _logsumexp_forward,
     logsumexp_backward,
     formula=_logsumexp_formula,
+    jvp=_logsumexp_jvp,
     methods=("logsumexp",),
     special=("logsumexp",),
     cases=[

@@ -545,6 +545,70 @@ def _group_formula(ctx, grad):
     return (g * x * x.abs() ** (p - 2.0) / safe ** (p - 1.0) * nonzero,)
 
 
+# forward-mode rules of the group reductions (torch's: var_jvp, norm_jvp, amaxamin_jvp),
+# jvp(x, t, result, **attributes) written with tensor ops
+
+
+def _reduced(x, dim):
+    """The dims a reduction of ``x`` over ``dim`` (None or () for all of them) removes."""
+    if dim is None or dim == ():
+        return tuple(range(x.ndim))
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    return tuple(sorted(d % x.ndim for d in dims)) if x.ndim else ()
+
+
+def _kept_shape(r, x, dim, keepdim):
+    """The reduction result ``r`` with the reduced dims back as 1s (broadcasts to x)."""
+    if keepdim or x.ndim == 0:
+        return r
+    dims = _reduced(x, dim)
+    return r.reshape(tuple(1 if i in dims else n for i, n in enumerate(x.shape)))
+
+
+def _summed(v, x, dim, keepdim):
+    dims = _reduced(x, dim)
+    return v.sum(dim=dims, keepdim=keepdim) if dims else v
+
+
+def _extreme_jvp(x, t, result, dim=None, keepdim=False):
+    # the tangent at the extremes, ties sharing it evenly
+    mask = (x == _kept_shape(result, x, dim, keepdim)).to(t.dtype)
+    return _summed(t * mask, x, dim, keepdim) / _summed(mask, x, dim, keepdim)
+
+
+def _var_jvp(x, t, result, dim=None, keepdim=False, correction=None, unbiased=None):
+    # 2 sum((x - mean) t) / (N - correction)
+    dims = _reduced(x, dim)
+    n = math.prod(x.shape[d] for d in dims)
+    deviation = x - x.mean(dim=dims, keepdim=True) if dims else x - x
+    return 2.0 * _summed(deviation * t, x, dim, keepdim) / (n - _correction(correction, unbiased))
+
+
+def _std_jvp(x, t, result, **kwargs):
+    return _var_jvp(x, t, result, **kwargs) / (2.0 * result)
+
+
+def _norm_jvp(x, t, result, ord=2, dim=None, keepdim=False):
+    p = float(ord)
+    if p == 0.0:
+        return result * 0.0
+    if p == 1.0:
+        return _summed(x.sign() * t, x, dim, keepdim)
+    zero = result == 0
+    if p == 2.0:
+        return (_summed(x * t, x, dim, keepdim) / result).masked_fill(zero, 0.0)
+    if math.isinf(p):  # the tangent at the entries of largest (smallest) magnitude, shared
+        mask = (x.abs() == _kept_shape(result, x, dim, keepdim)).to(t.dtype)
+        share = _summed(x.sign() * t * mask, x, dim, keepdim)
+        return share / _summed(mask, x, dim, keepdim)
+    a = x.abs()
+    if p < 1.0:
+        powered = (a ** (p - 1.0)).masked_fill(x == 0, 0.0)
+        return _summed(powered * x.sign() * t, x, dim, keepdim) * result ** (1.0 - p)
+    out = _summed(a ** (p - 1.0) * x.sign() * t, x, dim, keepdim) / result ** (p - 1.0)
+    return out.masked_fill(zero, 0.0)
+
+
 def _group_op(name, reduce_fn, code_fn, cases, signature=None, all_dims=None, **kw):
     """A group reduction: ``reduce_fn(xg (outer, k), **kw) -> (outer,)``; ``code_fn(**kw) ->
     (code, p)`` picks the backward formula; ``signature(x, ...)`` gives torch's argument order;
@@ -621,6 +685,7 @@ amax = _group_op(
     cases=_CASES + [Case(((3, 4),), {"dim": 1}, low=0, high=1.01)],
     all_dims=(),
     int_ok=True,
+    jvp=_extreme_jvp,
     doc="The maximum of input over dim; ties share the gradient evenly.",
 )
 amin = _group_op(
@@ -630,6 +695,7 @@ amin = _group_op(
     cases=_CASES,
     all_dims=(),
     int_ok=True,
+    jvp=_extreme_jvp,
     doc="The minimum of input over dim; ties share the gradient evenly.",
 )
 
@@ -655,6 +721,7 @@ var = _group_op(
     _var,
     lambda correction=None, unbiased=None: (VAR, _correction(correction, unbiased)),
     cases=_CASES + [Case(((5,),), {"correction": 0})],
+    jvp=_var_jvp,
     doc=(
         "The variance of input over dim, with Bessel's correction by default.\n"
         "correction: (int) the sample count minus the divisor (default 1; "
@@ -666,6 +733,7 @@ std = _group_op(
     lambda xg, correction=None, unbiased=None: np.sqrt(_var(xg, correction, unbiased)),
     lambda correction=None, unbiased=None: (STD, _correction(correction, unbiased)),
     cases=_CASES + [Case(((5,),), {"correction": 2})],
+    jvp=_std_jvp,
     doc=(
         "The standard deviation of input over dim, with Bessel's correction by default.\n"
         "correction: (int) the sample count minus the divisor (default 1; "
@@ -710,6 +778,7 @@ vector_norm = _group_op(
     functions=(),
     linalg=("vector_norm",),
     node_name="LinalgVectorNormBackward0",
+    jvp=_norm_jvp,
     cases=[
         Case(((3, 4),)),
         Case(((3, 4),), {"ord": 1, "dim": 1}),
@@ -737,6 +806,9 @@ norm = defop(
     group_backward,
     methods=("norm",),
     node_name="NormBackward1",
+    jvp=lambda x, t, result, p="fro", dim=None, keepdim=False: _norm_jvp(
+        x, t, result, 2 if p in ("fro", None) else p, dim, keepdim
+    ),
     cases=[Case(((3, 4),)), Case(((3, 4),), {"p": 1, "dim": 1}), Case(((3, 4),), {"p": 4.0})],
     doc="The p-norm of input (Frobenius by default) over dim.",
 )
