@@ -104,11 +104,12 @@ CASES = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_distribution_matches_torch_with_gradients(case):
+def matches_torch_with_gradients(make):
+    """``make(lib) -> (outputs, params)`` gives the same outputs and gradients of a weighted
+    sum of them with respect to the params on torch and nautograd."""
     results = []
     for lib in (torch, ng):
-        outputs, params = CASES[case](lib)
+        outputs, params = make(lib)
         total = sum((o * (k + 1)).sum() for k, o in enumerate(outputs) if o.requires_grad)
         grads = lib.autograd.grad(total, params, allow_unused=True)
         results.append(
@@ -122,7 +123,13 @@ def test_distribution_matches_torch_with_gradients(case):
         if w is None:
             assert g is None or not np.any(g)
             continue
+        assert g.shape == w.shape
         np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_distribution_matches_torch_with_gradients(case):
+    matches_torch_with_gradients(CASES[case])
 
 
 def test_reparameterized_samples_have_the_right_shapes_and_gradients():
