@@ -392,3 +392,48 @@ def test_gradient_edge_is_a_fixed_position_across_inplace_changes_and_outlives_i
         return [g.tolist() for g in grads], np.round(gq.numpy(), 12).tolist()
 
     assert run(ng) == run(torch)
+
+
+# torch's grad_fn._saved_<name>: what the table's ops saved, by torch's names
+
+
+@pytest.mark.parametrize(
+    "f, names",
+    [
+        (lambda lib, x, y: x.exp(), ["result"]),
+        (lambda lib, x, y: x.sin(), ["self"]),
+        (lambda lib, x, y: x.tanh(), ["result"]),
+        (lambda lib, x, y: x.sigmoid(), ["result"]),
+        (lambda lib, x, y: x * y, ["self", "other"]),
+        (lambda lib, x, y: x / y, ["self", "other"]),
+        (lambda lib, x, y: lib.atan2(x, y), ["self", "other"]),
+        (lambda lib, x, y: x.reshape(2, 2) @ y.reshape(2, 2), ["self", "mat2"]),
+        (lambda lib, x, y: lib.mv(x.reshape(2, 2), y[:2]), ["self", "vec"]),
+    ],
+)
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_saved_values_by_torchs_names(f, names, dtype):
+    a, b = np.array([0.3, -1.2, 2.0, 0.7]), np.array([1.5, 0.4, -0.8, 2.5])
+    results = []
+    for lib in (torch, ng):
+        x = lib.tensor(a, dtype=getattr(lib, dtype), requires_grad=True)
+        y = lib.tensor(b, dtype=getattr(lib, dtype), requires_grad=True)
+        fn = f(lib, x, y).grad_fn
+        results.append([np.asarray(getattr(fn, f"_saved_{n}").detach()) for n in names])
+    for ours, ref in zip(results[1], results[0], strict=True):
+        assert ours.dtype == ref.dtype and ours.shape == ref.shape
+        np.testing.assert_allclose(ours, ref, rtol=1e-6)
+
+
+def test_saved_values_are_freed_by_backward_and_unknown_names_raise_as_torch():
+    for lib in (torch, ng):
+        x = lib.tensor([0.5, 1.0], requires_grad=True)
+        y = x.tanh()
+        y.sum().backward(retain_graph=True)
+        assert y.grad_fn._saved_result is not None  # (kept by retain_graph)
+        y.sum().backward()
+        with pytest.raises(RuntimeError, match="directly access saved tensors after they have"):
+            getattr(y.grad_fn, "_saved_result")  # noqa: B009  (the access raises)
+        with pytest.raises(AttributeError, match="'ExpBackward0' object has no attribute"):
+            getattr(x.exp().grad_fn, "_saved_other")  # noqa: B009
+        assert not hasattr(x.exp().grad_fn, "_saved_self")

@@ -6,7 +6,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..graph.tape import ACC, F32, OP_ACCUMULATE_GRAD, PY
+from ..graph.tape import ACC, F32, HAS_SAVED, OP_ACCUMULATE_GRAD, PY, RELEASED
 from ..kernels import OPS
 
 __all__ = [
@@ -119,6 +119,18 @@ class Node:
         forward call in ``metadata["traceback_"]`` (torch's Node.metadata)."""
         return self._tape.metadata.setdefault(self._node, {})
 
+    def __getattr__(self, name):
+        # torch's saved values of the table's ops: grad_fn._saved_self, _saved_result, ...
+        if not name.startswith("_saved_"):
+            raise AttributeError(name)
+        tape, node = self._tape, self._node
+        op = int(tape.op[node])
+        names = OPS[op - 1].saved_names if op != OP_ACCUMULATE_GRAD else ()
+        key = name[len("_saved_") :]
+        if key in names:
+            return _saved_value(tape, node, names.index(key), key == "result")
+        raise AttributeError(f"'{self.name()}' object has no attribute '{name}'")
+
     def __eq__(self, other):
         return isinstance(other, Node) and other._tape is self._tape and other._node == self._node
 
@@ -128,6 +140,24 @@ class Node:
     def __repr__(self):
         name = self.name().split("::")[-1]
         return f"<{name} object at {hex(id(self))}>"
+
+
+def _saved_value(tape, node, k, result):
+    """Saved value ``k`` of ``node`` as a new tensor (torch's ``_saved_*``): in its input's
+    shape, or its output's (``result``, of an elementwise op: the input's shape too)."""
+    from ..tensor import _wrap
+    from ._errors import RELEASED_MSG
+    from .higher_order import FormulaCtx
+
+    flags = int(tape.flags[node])
+    if flags & RELEASED and flags & HAS_SAVED:
+        raise RuntimeError(RELEASED_MSG)
+    shapes = tape.meta[node]
+    if int(tape.edge_ptr[node + 1] - tape.edge_ptr[node]) == 1:
+        shapes = (shapes,)
+    value = FormulaCtx(tape, node, shapes, None, [], ()).saved(k)
+    shape = tuple(shapes[0] if result else shapes[k])
+    return _wrap(np.array(value).reshape(shape))
 
 
 class PyNode(Node):

@@ -408,6 +408,7 @@ def broadcast_formula(partials):
 def _binary_op(name, f, partial, save=True, cases=None, rows=None, select=False, **kw):
     backward = _binary_kernel(name, partial, select)
     forward = _binary_forward(name, f, save, rows)
+    kw.setdefault("saved_names", ("self", "other") if save else ())
     return defop(name, forward, backward, nin=2, cases=cases or _BINARY_CASES, **kw)
 
 

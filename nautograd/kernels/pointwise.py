@@ -193,6 +193,9 @@ def unary(
         **kw,
     )
     op.d = d  # (the derivative, for forward-mode rules and tests)
+    op.saved_names = {"x": ("self",), "result": ("result",), "both": ("self", "result")}.get(
+        saves, ()
+    )
     op.tensor_d = tensor_d or d  # (the same on tensors: forward AD's t * d)
     op.select = select or zero
     return op

@@ -85,6 +85,9 @@ class Op:
     # this keyword goes to that frontend (div's rounding_mode, a reduction's dtype); the
     # operators take no keywords, so they never pay for the test
     keywords: dict = None
+    # torch's names of the values the node saves, in the order it saves them: the node's
+    # ``grad_fn._saved_<name>`` attributes (autograd/graph.py)
+    saved_names: tuple = ()
     # forward-mode AD (autograd/forward_ad.py): "linear" (the op on the tangents), "bilinear"
     # (a product: op(t_a, b) + op(a, t_b)), or a function jvp(x, t, result, **attributes)
     # giving a one-input op's tangent with tensor ops (softmax); None: from ``d`` for a unary
