@@ -687,8 +687,10 @@ class Tensor:
         """In-place ``self *= other``."""
         return self._inplace(np.multiply, other, "mul", lambda x: x * other)
 
-    def div_(self, other):
-        """In-place ``self /= other``."""
+    def div_(self, other, *, rounding_mode=None):
+        """In-place ``self /= other`` (``rounding_mode``: as ``div``'s)."""
+        if rounding_mode is not None:
+            return _inplace_variant("div")(self, other, rounding_mode=rounding_mode)
         return self._inplace(np.true_divide, other, "div", lambda x: x / other)
 
     def zero_(self):

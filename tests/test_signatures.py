@@ -175,6 +175,7 @@ def test_div_rounding_modes_as_torch_with_a_zero_gradient(mode):
     ints = (np.array([7, -7, 6, -1]), np.array([2, 2, -4, 3]))
     _close(lambda lib: lib.div(lib.tensor(ints[0]), lib.tensor(ints[1]), rounding_mode=mode))
     _close(lambda lib: lib.tensor(ints[0]).divide(3, rounding_mode=mode))
+    _close(lambda lib: lib.tensor(A).div_(lib.tensor(B), rounding_mode=mode))
     x = ng.tensor(A, requires_grad=True)
     (g,) = ng.autograd.grad(ng.div(x, 2.0, rounding_mode=mode).sum(), x)
     assert not np.any(g.numpy())
