@@ -2518,6 +2518,7 @@ def _has_batched(args, kwargs):
 
 
 def _frontend(op):
+    signature = opdocs.signature(op)
     if op.api is not None:
         api = op.api
 
@@ -2557,16 +2558,12 @@ def _frontend(op):
         ][nin:]
 
         first = names[0] if names else None
-        keywords = op.keywords or {}
-        tensor_names = opdocs.signature(op).parameters if nin > 1 else ()
+        keywords = op.keywords
+        tensor_names = signature.parameters if nin > 1 else ()
 
         def f(*args, **kwargs):
-            if kwargs:
-                for k in kwargs:
-                    if k in keywords:  # (a keyword with a frontend of its own: Op.keywords)
-                        return keywords[k](apply, *args, **kwargs)
-                if len(args) < nin and tensor_names:  # tensors by torch's names: mm(a, mat2=b)
-                    args = _tensors_by_name(op, tensor_names, args, kwargs)
+            if kwargs and len(args) < nin and tensor_names:  # tensors by name: mm(a, mat2=b)
+                args = _tensors_by_name(op, tensor_names, args, kwargs)
             if not args and nin == 1 and "input" in kwargs:  # torch's keyword: tanh(input=x)
                 args = (kwargs.pop("input"),)
             if len(args) > nin:
@@ -2580,6 +2577,10 @@ def _frontend(op):
                         raise TypeError(f"{op.name}() got multiple values for argument '{name}'")
                     kwargs[name] = v
                 args = args[:nin]
+            if keywords and kwargs:  # (a keyword with a frontend of its own: Op.keywords)
+                for k in keywords:
+                    if k in kwargs:
+                        return keywords[k](apply, *args, **kwargs)
             if lazy and len(args) == 1 and _may_defer(args[0]):
                 t = _lazy1(op, args[0], kwargs)
                 if t is not None:
@@ -2591,7 +2592,7 @@ def _frontend(op):
 
     f.__name__ = f.__qualname__ = op.name
     f.__doc__ = opdocs.docstring(op)
-    f.__signature__ = opdocs.signature(op)
+    f.__signature__ = signature
     return f
 
 

@@ -10,7 +10,7 @@ from .._threads import MIN_SIZE, parallel_for
 from ._jit import assigning, bcast_offsets, gemm, kernel, parallel, part, saved, saved_index, view
 from ._shapes import outer_inner, wrap_dim
 from ._vmath import LOOP, vexp
-from .reduce import _kept, _reduce_params
+from .reduce import _kept, _kept_result, _reduce_params, _summed
 from .registry import Case, cast_first, defop
 
 
@@ -362,10 +362,8 @@ def _logsumexp_formula(ctx, grad):
 
 def _logsumexp_jvp(x, t, result, dim, keepdim=False):
     # sum(softmax(x) t) over dim
-    _, kept = _kept(tuple(x.shape), dim)
-    weighted = (x - result.reshape(kept)).exp() * t
-    dims, _, _ = _reduce_params("logsumexp", tuple(x.shape), dim, keepdim)
-    return weighted.sum(dim=dims, keepdim=keepdim) if dims else weighted
+    weighted = (x - _kept_result(result, x, dim, keepdim)).exp() * t
+    return _summed(weighted, x, dim, keepdim)
 
 
 logsumexp = defop(

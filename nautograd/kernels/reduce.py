@@ -549,36 +549,31 @@ def _group_formula(ctx, grad):
 # jvp(x, t, result, **attributes) written with tensor ops
 
 
-def _reduced(x, dim):
-    """The dims a reduction of ``x`` over ``dim`` (None or () for all of them) removes."""
-    if dim is None or dim == ():
-        return tuple(range(x.ndim))
-    dims = (dim,) if isinstance(dim, int) else tuple(dim)
-    return tuple(sorted(d % x.ndim for d in dims)) if x.ndim else ()
-
-
-def _kept_shape(r, x, dim, keepdim):
+def _kept_result(r, x, dim, keepdim):
     """The reduction result ``r`` with the reduced dims back as 1s (broadcasts to x)."""
-    if keepdim or x.ndim == 0:
-        return r
-    dims = _reduced(x, dim)
-    return r.reshape(tuple(1 if i in dims else n for i, n in enumerate(x.shape)))
+    return r if keepdim else r.reshape(_kept(tuple(x.shape), dim)[1])
 
 
 def _summed(v, x, dim, keepdim):
-    dims = _reduced(x, dim)
+    """``v`` (of x's shape) summed over the dims a reduction of x over ``dim`` removes."""
+    dims, _ = _kept(tuple(x.shape), dim)
     return v.sum(dim=dims, keepdim=keepdim) if dims else v
 
 
-def _extreme_jvp(x, t, result, dim=None, keepdim=False):
-    # the tangent at the extremes, ties sharing it evenly
-    mask = (x == _kept_shape(result, x, dim, keepdim)).to(t.dtype)
+def _at_extremes(x, t, result, dim, keepdim):
+    # the tangent where x equals the reduction's result, ties sharing it evenly
+    mask = (x == _kept_result(result, x, dim, keepdim)).to(t.dtype)
     return _summed(t * mask, x, dim, keepdim) / _summed(mask, x, dim, keepdim)
+
+
+def _extreme_jvp(x, t, result, dim=None, keepdim=False):
+    # (dim () is every dim, as amax's forward takes it)
+    return _at_extremes(x, t, result, None if dim == () else dim, keepdim)
 
 
 def _var_jvp(x, t, result, dim=None, keepdim=False, correction=None, unbiased=None):
     # 2 sum((x - mean) t) / (N - correction)
-    dims = _reduced(x, dim)
+    dims, _ = _kept(tuple(x.shape), dim)
     n = math.prod(x.shape[d] for d in dims)
     deviation = x - x.mean(dim=dims, keepdim=True) if dims else x - x
     return 2.0 * _summed(deviation * t, x, dim, keepdim) / (n - _correction(correction, unbiased))
@@ -597,10 +592,8 @@ def _norm_jvp(x, t, result, ord=2, dim=None, keepdim=False):
     zero = result == 0
     if p == 2.0:
         return (_summed(x * t, x, dim, keepdim) / result).masked_fill(zero, 0.0)
-    if math.isinf(p):  # the tangent at the entries of largest (smallest) magnitude, shared
-        mask = (x.abs() == _kept_shape(result, x, dim, keepdim)).to(t.dtype)
-        share = _summed(x.sign() * t * mask, x, dim, keepdim)
-        return share / _summed(mask, x, dim, keepdim)
+    if math.isinf(p):  # |x|'s tangent sign(x) t at its largest (smallest) entries
+        return _at_extremes(x.abs(), x.sign() * t, result, dim, keepdim)
     a = x.abs()
     if p < 1.0:
         powered = (a ** (p - 1.0)).masked_fill(x == 0, 0.0)

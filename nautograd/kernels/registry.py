@@ -81,9 +81,9 @@ class Op:
     # mean something else for this op
     doc: str = ""
     tensor_names: tuple = None  # torch's names of the tensor arguments, when not the usual
-    # {keyword: frontend(apply, *args, **kwargs)}: a call of the function or a method given
-    # this keyword goes to that frontend (div's rounding_mode, a reduction's dtype); the
-    # operators take no keywords, so they never pay for the test
+    # {keyword: frontend(apply, *tensors, **attributes)}: a call of the function or a method
+    # given this keyword goes to that frontend, its attributes named (div's rounding_mode, a
+    # reduction's dtype); the operators take no keywords, so they never pay for the test
     keywords: dict = None
     # torch's names of the values the node saves, in the order it saves them: the node's
     # ``grad_fn._saved_<name>`` attributes (autograd/graph.py)
@@ -134,22 +134,10 @@ def cast_first(name):
     """The keyword frontend (``Op.keywords``) of torch's ``dtype=`` on reductions, scans and
     softmax: input cast to dtype (a recorded cast), then the op ``name``, as torch does."""
 
-    def frontend(apply, input, *args, dtype=None, **kwargs):  # noqa: A002  (torch's names)
-        op = OP_BY_NAME[name]
+    def frontend(apply, input, dtype=None, **attributes):  # noqa: A002  (torch's names)
         if dtype is not None:
             input = apply(OP_BY_NAME["_to_copy"], input, dtype=dtype)
-        params = inspect.signature(op.forward).parameters.values()
-        names = [p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD][op.nin :]
-        if len(args) > len(names):
-            raise TypeError(
-                f"{name}() takes {op.nin + len(names)} positional arguments but "
-                f"{op.nin + len(args)} were given"
-            )
-        for key, value in zip(names, args, strict=False):
-            if key in kwargs:
-                raise TypeError(f"{name}() got multiple values for argument '{key}'")
-            kwargs[key] = value
-        return apply(op, input, **kwargs)
+        return apply(OP_BY_NAME[name], input, **attributes)
 
     return frontend
 

@@ -34,15 +34,16 @@ def _is_number(x):
     return isinstance(x, (numbers.Number, np.number, np.bool_))
 
 
-def _function(name, numpy_fn, compiled):
-    """A vocabulary function: ``numpy_fn`` on numbers, the Tensor method ``name`` on tensors,
-    ``compiled`` (an inlined scalar function) in Numba-compiled code."""
+def _function(name, numpy_fn, compiled, bound=False):
+    """A vocabulary function: ``numpy_fn`` on numbers, the Tensor method ``name`` on tensors
+    (``bound``: a function without a Tensor method, torch.special's i1, is the one the Tensor
+    layer binds, ``bind``), ``compiled`` (an inlined scalar function) in Numba-compiled code."""
 
     def fn(x):
         if _is_number(x):
             with np.errstate(all="ignore"):
                 return float(numpy_fn(x))
-        return getattr(x, name)()
+        return _TENSOR[name](x) if bound else getattr(x, name)()
 
     fn.__name__ = fn.__qualname__ = name
     overload(fn, inline="always")(lambda x: compiled)  # (typing: one implementation)
@@ -76,24 +77,15 @@ isfinite = _function("isfinite", np.isfinite, lambda x: math.isfinite(x))
 digamma = _function("digamma", _special.digamma, lambda x: _special.digamma(x))
 
 
-def _bound(name, compiled):
-    """A vocabulary function without a Tensor method of its name (torch.special's i1): on
-    tensors the function the Tensor layer binds (``bind``)."""
-
-    def fn(x):
-        if _is_number(x):
-            return float(compiled(float(x)))
-        return _TENSOR[name](x)
-
-    fn.__name__ = fn.__qualname__ = name
-    overload(fn, inline="always")(lambda x: lambda x: compiled(x))
-    return fn
+def _bessel(name, nu, scaled, bound=True):
+    f = _special.bessel_ie if scaled else _special.bessel_i
+    return _function(name, lambda x: f(nu, x), lambda x: f(nu, x), bound)
 
 
-i0 = _function("i0", lambda x: _special.bessel_i(0.0, x), lambda x: _special.bessel_i(0.0, x))
-i1 = _bound("i1", numba.njit(inline="always")(lambda x: _special.bessel_i(1.0, x)))
-i0e = _bound("i0e", numba.njit(inline="always")(lambda x: _special.bessel_ie(0.0, x)))
-i1e = _bound("i1e", numba.njit(inline="always")(lambda x: _special.bessel_ie(1.0, x)))
+i0 = _bessel("i0", 0.0, False, bound=False)
+i1 = _bessel("i1", 1.0, False)
+i0e = _bessel("i0e", 0.0, True)
+i1e = _bessel("i1e", 1.0, True)
 
 
 def polygamma(n, x):
